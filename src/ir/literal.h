@@ -1,0 +1,67 @@
+// A Literal is a dense, row-major array value (or a tuple of them): the value
+// of a `constant` instruction in the IR and the tensor type of the runtime.
+// Elements are stored in their own type (bf16 as 16-bit words, pred as one byte
+// 0/1); typed access goes through Get/Set or the raw data<T>() pointer.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ir/shape.h"
+#include "support/check.h"
+
+namespace meshsplit {
+
+class Literal {
+ public:
+  Literal() = default;
+  // Zero-initialised value of `shape` (tuples get zeroed elements).
+  explicit Literal(const Shape& shape);
+
+  const Shape& shape() const { return shape_; }
+  PrimitiveType element_type() const { return shape_.element_type(); }
+  int64_t element_count() const { return shape_.ElementCount(); }
+  int64_t size_bytes() const { return static_cast<int64_t>(bytes_.size()); }
+
+  uint8_t* raw() { return bytes_.data(); }
+  const uint8_t* raw() const { return bytes_.data(); }
+  template <typename T>
+  T* data() { return reinterpret_cast<T*>(bytes_.data()); }
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
+
+  // Element `linear_index` converted to/from double (exact for every type
+  // except 64-bit integers beyond 2^53; use GetInt for those).
+  double GetDouble(int64_t linear_index) const;
+  void SetDouble(int64_t linear_index, double value);
+  int64_t GetInt(int64_t linear_index) const;  // integers and pred
+  void SetInt(int64_t linear_index, int64_t value);
+  uint64_t GetUint(int64_t linear_index) const;
+
+  // Tuple literals.
+  std::vector<Literal>& elements() { return elements_; }
+  const std::vector<Literal>& elements() const { return elements_; }
+  static Literal MakeTuple(std::vector<Literal> elements);
+
+  // Scalars.
+  static Literal ScalarF32(float v);
+  static Literal ScalarS32(int32_t v);
+  static Literal ScalarOfType(PrimitiveType t, double v);
+
+  // XLA's literal text without the shape: "{ {1, 2}, {3, 4} }" for arrays,
+  // "42" for scalars, "(1, {2})" for tuples. Floats print with the fewest
+  // digits that read back to the same value.
+  std::string ToString() const;
+
+  // Bitwise equality of shape (ignoring layout) and contents.
+  bool BitwiseEqual(const Literal& other) const;
+
+ private:
+  Shape shape_;
+  std::vector<uint8_t> bytes_;
+  std::vector<Literal> elements_;
+};
+
+}  // namespace meshsplit

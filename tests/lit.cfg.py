@@ -1,0 +1,16 @@
+# lit configuration for meshsplit's golden (IR in, IR out) and diagnostic tests.
+import os
+import lit.formats
+
+config.name = "meshsplit"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".hlo", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.meshsplit_bin_dir, "..", "..", "tests-lit")
+config.excludes = ["unit", "CMakeLists.txt", "lit.cfg.py", "Inputs"]
+config.substitutions.append(("%meshsplit", os.path.join(config.meshsplit_bin_dir, "meshsplit")))
+config.substitutions.append(("FileCheck", config.filecheck))
+config.substitutions.append(("%shared", os.path.join(config.meshsplit_src_dir, "..", "shared")))
+config.environment["PATH"] = config.meshsplit_bin_dir + os.pathsep + os.environ.get("PATH", "")
+if os.path.isdir(os.path.join(config.meshsplit_src_dir, "..", "shared")):
+    config.available_features.add("shared")

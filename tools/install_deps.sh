@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages meshsplit needs, when any is missing.
+# Run as root (it calls apt-get). Safe to run repeatedly.
+set -euo pipefail
+pkgs=(g++ cmake ninja-build python3 libgtest-dev libgmock-dev libbenchmark-dev
+      libopenblas-dev nlohmann-json3-dev libcli11-dev llvm-14-tools)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "install_deps: installing ${missing[*]}" >&2
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "install_deps: error: need root to apt-get install ${missing[*]}" >&2
+    exit 1
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
