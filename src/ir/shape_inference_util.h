@@ -1,0 +1,42 @@
+// Small message-building helpers shared by the shape inference and verifier
+// files. Internal to ir/; not part of any public contract.
+#pragma once
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ir/shape.h"
+#include "support/status.h"
+
+namespace meshsplit::shape_inference_internal {
+
+template <typename... Args>
+std::string StrCat(const Args&... args) {
+  std::ostringstream os;
+  (os << ... << args);
+  return os.str();
+}
+
+// An error without location; callers attach the instruction's.
+template <typename... Args>
+Status Err(const Args&... args) {
+  return Status::Error(StrCat(args...));
+}
+
+// "[2,3]".
+inline std::string Dims(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(d[i]);
+  }
+  return s + "]";
+}
+
+// Checks a list of dimension numbers of a rank-`rank` array: in range,
+// unique and, if `sorted`, increasing.
+Status CheckDims(const char* what, const std::vector<int64_t>& dims,
+                 int64_t rank, bool sorted);
+
+}  // namespace meshsplit::shape_inference_internal
