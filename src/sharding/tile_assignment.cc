@@ -1,0 +1,408 @@
+// TileAssignment implementation. The iota form is manipulated through the
+// common refinement of the array dims and the transposed iota dims, so that
+// reshapes, transposes and group sorting stay symbolic.
+#include "sharding/tile_assignment.h"
+
+#include <algorithm>
+#include <numeric>
+#include <sstream>
+
+#include "support/check.h"
+
+namespace meshsplit {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+std::string JoinInts(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) s += ",";
+    s += std::to_string(v[i]);
+  }
+  return s;
+}
+
+// Puts (reshape_dims, perm) into the unique canonical form: size-1 dims
+// removed and reshape dims that stay adjacent under the transpose merged.
+void CanonicalizeIota(std::vector<int64_t>& r, std::vector<int64_t>& p) {
+  const int64_t n = Product(r);
+  // Drop size-1 dims.
+  std::vector<int64_t> new_index(r.size(), -1);
+  std::vector<int64_t> kept;
+  for (size_t j = 0; j < r.size(); ++j) {
+    if (r[j] != 1) {
+      new_index[j] = static_cast<int64_t>(kept.size());
+      kept.push_back(r[j]);
+    }
+  }
+  std::vector<int64_t> kept_perm;
+  for (int64_t j : p)
+    if (new_index[j] >= 0) kept_perm.push_back(new_index[j]);
+  // Merge runs p[k+1] == p[k] + 1: they read consecutive reshape dims in
+  // order, which is the same as one dim of their product.
+  struct Run {
+    int64_t first;
+    int64_t size;
+  };
+  std::vector<Run> runs;  // in transposed order
+  for (size_t k = 0; k < kept_perm.size(); ++k) {
+    if (k > 0 && kept_perm[k] == kept_perm[k - 1] + 1) {
+      runs.back().size *= kept[kept_perm[k]];
+    } else {
+      runs.push_back({kept_perm[k], kept[kept_perm[k]]});
+    }
+  }
+  if (runs.empty()) {
+    r = {n};
+    p = {0};
+    return;
+  }
+  std::vector<int64_t> by_first(runs.size());
+  std::iota(by_first.begin(), by_first.end(), 0);
+  std::sort(by_first.begin(), by_first.end(), [&](int64_t a, int64_t b) {
+    return runs[a].first < runs[b].first;
+  });
+  r.assign(runs.size(), 0);
+  p.assign(runs.size(), 0);
+  for (size_t j = 0; j < by_first.size(); ++j) {
+    r[j] = runs[by_first[j]].size;
+    p[by_first[j]] = static_cast<int64_t>(j);
+  }
+}
+
+}  // namespace
+
+TileAssignment::TileAssignment() : reshape_dims_{1}, perm_{0} {}
+
+TileAssignment TileAssignment::Iota(std::vector<int64_t> dims) {
+  const int64_t n = Product(dims);
+  return Iota(std::move(dims), {n}, {});
+}
+
+TileAssignment TileAssignment::Iota(std::vector<int64_t> dims,
+                                    std::vector<int64_t> reshape_dims,
+                                    std::vector<int64_t> perm) {
+  MS_CHECK(Product(dims) == Product(reshape_dims));
+  if (perm.empty()) {
+    perm.resize(reshape_dims.size());
+    std::iota(perm.begin(), perm.end(), 0);
+  }
+  MS_CHECK(perm.size() == reshape_dims.size());
+  TileAssignment t;
+  t.num_devices_ = Product(dims);
+  t.dims_ = std::move(dims);
+  CanonicalizeIota(reshape_dims, perm);
+  t.reshape_dims_ = std::move(reshape_dims);
+  t.perm_ = std::move(perm);
+  return t;
+}
+
+TileAssignment TileAssignment::FromDevices(std::vector<int64_t> dims,
+                                           std::vector<int64_t> devices) {
+  const int64_t n = static_cast<int64_t>(devices.size());
+  MS_CHECK(Product(dims) == n);
+  // Detect an iota pattern: the flat position splits into mixed-radix
+  // digits (minor first), each adding digit * stride to the id. Greedy runs
+  // find the coarsest such digits; a final check confirms every entry and
+  // that the strides are those of a transposed iota.
+  auto detect = [&]() -> std::optional<TileAssignment> {
+    if (n == 0 || devices[0] != 0) return std::nullopt;
+    struct Level {
+      int64_t radix;
+      int64_t stride;
+    };
+    std::vector<Level> levels;  // minor first
+    int64_t block = 1;
+    while (block < n) {
+      const int64_t stride = devices[block];
+      if (stride <= 0) return std::nullopt;
+      int64_t run = 1;
+      while (run * block < n && devices[run * block] == run * stride) ++run;
+      if (n % (run * block) != 0) return std::nullopt;
+      levels.push_back({run, stride});
+      block *= run;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = i, id = 0;
+      for (const Level& l : levels) {
+        id += (rem % l.radix) * l.stride;
+        rem /= l.radix;
+      }
+      if (id != devices[i]) return std::nullopt;
+    }
+    std::vector<Level> sorted = levels;
+    std::sort(sorted.begin(), sorted.end(),
+              [](const Level& a, const Level& b) { return a.stride < b.stride; });
+    int64_t expected = 1;
+    for (const Level& l : sorted) {
+      if (l.stride != expected) return std::nullopt;
+      expected *= l.radix;
+    }
+    if (expected != n) return std::nullopt;
+    // Reshape dims are the digits by decreasing stride; the array reads them
+    // major first, i.e. `levels` reversed.
+    std::vector<int64_t> r, p;
+    for (auto it = sorted.rbegin(); it != sorted.rend(); ++it)
+      r.push_back(it->radix);
+    for (auto it = levels.rbegin(); it != levels.rend(); ++it) {
+      int64_t pos = 0;
+      for (size_t j = 0; j < sorted.size(); ++j)
+        if (sorted[sorted.size() - 1 - j].stride == it->stride) pos = j;
+      p.push_back(pos);
+    }
+    return Iota(dims, std::move(r), std::move(p));
+  };
+  if (auto iota = detect()) return *std::move(iota);
+  TileAssignment t;
+  t.num_devices_ = n;
+  t.dims_ = std::move(dims);
+  t.reshape_dims_.clear();
+  t.perm_.clear();
+  t.devices_ = std::make_shared<const std::vector<int64_t>>(std::move(devices));
+  return t;
+}
+
+bool TileAssignment::HasIdentityPerm() const {
+  for (size_t i = 0; i < perm_.size(); ++i)
+    if (perm_[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+int64_t TileAssignment::DeviceAtFlat(int64_t flat) const {
+  MS_CHECK(flat >= 0 && flat < num_devices_);
+  if (!is_iota()) return (*devices_)[flat];
+  // Digits of `flat` over the transposed shape, minor first; digit k adds
+  // digit * stride of reshape dim perm_[k].
+  int64_t rem = flat, id = 0;
+  for (int64_t k = static_cast<int64_t>(perm_.size()) - 1; k >= 0; --k) {
+    const int64_t j = perm_[k];
+    const int64_t size = reshape_dims_[j];
+    int64_t stride = 1;
+    for (size_t m = j + 1; m < reshape_dims_.size(); ++m)
+      stride *= reshape_dims_[m];
+    id += (rem % size) * stride;
+    rem /= size;
+  }
+  return id;
+}
+
+int64_t TileAssignment::DeviceAt(const std::vector<int64_t>& index) const {
+  MS_CHECK(index.size() == dims_.size());
+  int64_t flat = 0;
+  for (size_t i = 0; i < dims_.size(); ++i) {
+    MS_CHECK(index[i] >= 0 && index[i] < dims_[i]);
+    flat = flat * dims_[i] + index[i];
+  }
+  return DeviceAtFlat(flat);
+}
+
+std::optional<std::vector<int64_t>> TileAssignment::IndexOfDevice(
+    int64_t device) const {
+  int64_t flat = -1;
+  if (is_iota()) {
+    if (device < 0 || device >= num_devices_) return std::nullopt;
+    std::vector<int64_t> digit(reshape_dims_.size());
+    int64_t rem = device;
+    for (int64_t j = static_cast<int64_t>(reshape_dims_.size()) - 1; j >= 0;
+         --j) {
+      digit[j] = rem % reshape_dims_[j];
+      rem /= reshape_dims_[j];
+    }
+    flat = 0;
+    for (int64_t j : perm_) flat = flat * reshape_dims_[j] + digit[j];
+  } else {
+    auto it = std::find(devices_->begin(), devices_->end(), device);
+    if (it == devices_->end()) return std::nullopt;
+    flat = it - devices_->begin();
+  }
+  std::vector<int64_t> index(dims_.size());
+  for (int64_t i = static_cast<int64_t>(dims_.size()) - 1; i >= 0; --i) {
+    index[i] = flat % dims_[i];
+    flat /= dims_[i];
+  }
+  return index;
+}
+
+int64_t TileAssignment::MinDevice() const {
+  if (is_iota()) return 0;
+  return *std::min_element(devices_->begin(), devices_->end());
+}
+
+int64_t TileAssignment::MaxDevice() const {
+  if (is_iota()) return num_devices_ - 1;
+  return *std::max_element(devices_->begin(), devices_->end());
+}
+
+bool TileAssignment::HasDuplicates() const {
+  if (is_iota()) return false;
+  std::vector<int64_t> sorted = *devices_;
+  std::sort(sorted.begin(), sorted.end());
+  return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
+}
+
+std::vector<int64_t> TileAssignment::Devices() const {
+  if (!is_iota()) return *devices_;
+  std::vector<int64_t> out(num_devices_);
+  for (int64_t i = 0; i < num_devices_; ++i) out[i] = DeviceAtFlat(i);
+  return out;
+}
+
+TileAssignment TileAssignment::Reshape(std::vector<int64_t> new_dims) const {
+  MS_CHECK(Product(new_dims) == num_devices_);
+  TileAssignment t = *this;
+  t.dims_ = std::move(new_dims);
+  return t;
+}
+
+std::optional<std::vector<TileAssignment::Factor>> TileAssignment::Refine()
+    const {
+  MS_CHECK(is_iota());
+  std::vector<Factor> out;
+  size_t d = 0, k = 0;
+  int64_t d_rem = 0, t_rem = 0;
+  auto next_d = [&] {
+    while (d < dims_.size() && dims_[d] == 1) ++d;
+    d_rem = d < dims_.size() ? dims_[d] : 0;
+  };
+  auto next_t = [&] {
+    while (k < perm_.size() && reshape_dims_[perm_[k]] == 1) ++k;
+    t_rem = k < perm_.size() ? reshape_dims_[perm_[k]] : 0;
+  };
+  next_d();
+  next_t();
+  while (d < dims_.size() && k < perm_.size()) {
+    int64_t size;
+    if (d_rem % t_rem == 0) {
+      size = t_rem;
+    } else if (t_rem % d_rem == 0) {
+      size = d_rem;
+    } else {
+      return std::nullopt;
+    }
+    out.push_back({size, static_cast<int64_t>(d), perm_[k]});
+    d_rem /= size;
+    t_rem /= size;
+    if (d_rem == 1) {
+      ++d;
+      next_d();
+    }
+    if (t_rem == 1) {
+      ++k;
+      next_t();
+    }
+  }
+  return out;
+}
+
+TileAssignment TileAssignment::FromFactors(std::vector<int64_t> dims,
+                                           const std::vector<Factor>& factors,
+                                           const std::vector<int64_t>& order) {
+  // New reshape dims: each old reshape dim split into its factors, which
+  // `factors` lists major first.
+  std::vector<int64_t> by_reshape(factors.size());
+  std::iota(by_reshape.begin(), by_reshape.end(), 0);
+  std::stable_sort(by_reshape.begin(), by_reshape.end(),
+                   [&](int64_t a, int64_t b) {
+                     return factors[a].reshape_dim < factors[b].reshape_dim;
+                   });
+  std::vector<int64_t> r(factors.size()), pos(factors.size());
+  for (size_t j = 0; j < by_reshape.size(); ++j) {
+    r[j] = factors[by_reshape[j]].size;
+    pos[by_reshape[j]] = static_cast<int64_t>(j);
+  }
+  std::vector<int64_t> p;
+  for (int64_t f : order) p.push_back(pos[f]);
+  if (r.empty()) {
+    r = {1};
+    p = {0};
+  }
+  return Iota(std::move(dims), std::move(r), std::move(p));
+}
+
+TileAssignment TileAssignment::Transpose(
+    const std::vector<int64_t>& perm) const {
+  MS_CHECK(perm.size() == dims_.size());
+  std::vector<int64_t> new_dims(dims_.size());
+  for (size_t i = 0; i < perm.size(); ++i) new_dims[i] = dims_[perm[i]];
+  if (is_iota()) {
+    if (auto factors = Refine()) {
+      std::vector<int64_t> order;
+      for (int64_t src : perm)
+        for (size_t f = 0; f < factors->size(); ++f)
+          if ((*factors)[f].array_dim == src) order.push_back(f);
+      return FromFactors(std::move(new_dims), *factors, order);
+    }
+  }
+  // Explicit transpose: walk the output row-major.
+  std::vector<int64_t> src = Devices();
+  std::vector<int64_t> src_strides(dims_.size(), 1);
+  for (int64_t i = static_cast<int64_t>(dims_.size()) - 2; i >= 0; --i)
+    src_strides[i] = src_strides[i + 1] * dims_[i + 1];
+  std::vector<int64_t> out(num_devices_);
+  std::vector<int64_t> idx(dims_.size(), 0);
+  for (int64_t flat = 0; flat < num_devices_; ++flat) {
+    int64_t s = 0;
+    for (size_t i = 0; i < idx.size(); ++i) s += idx[i] * src_strides[perm[i]];
+    out[flat] = src[s];
+    for (int64_t i = static_cast<int64_t>(idx.size()) - 1; i >= 0; --i) {
+      if (++idx[i] < new_dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return FromDevices(std::move(new_dims), std::move(out));
+}
+
+TileAssignment TileAssignment::SortLastDim() const {
+  if (dims_.empty() || dims_.back() <= 1) return *this;
+  if (is_iota()) {
+    if (auto factors = Refine()) {
+      // The last dim owns a suffix of the factors; reading them by
+      // increasing reshape dim (decreasing stride) visits its ids in
+      // ascending order.
+      std::vector<int64_t> order(factors->size());
+      std::iota(order.begin(), order.end(), 0);
+      const int64_t last = static_cast<int64_t>(dims_.size()) - 1;
+      auto first_last = std::find_if(order.begin(), order.end(), [&](int64_t f) {
+        return (*factors)[f].array_dim == last;
+      });
+      std::stable_sort(first_last, order.end(), [&](int64_t a, int64_t b) {
+        return (*factors)[a].reshape_dim < (*factors)[b].reshape_dim;
+      });
+      return FromFactors(dims_, *factors, order);
+    }
+  }
+  std::vector<int64_t> ids = Devices();
+  const int64_t group = dims_.back();
+  for (int64_t i = 0; i < num_devices_; i += group)
+    std::sort(ids.begin() + i, ids.begin() + i + group);
+  return FromDevices(dims_, std::move(ids));
+}
+
+std::string TileAssignment::ToString() const {
+  std::string s = "[" + JoinInts(dims_) + "]";
+  if (is_iota()) {
+    s += "<=[" + JoinInts(reshape_dims_) + "]";
+    if (!HasIdentityPerm()) s += "T(" + JoinInts(perm_) + ")";
+  } else {
+    s += JoinInts(*devices_);
+  }
+  return s;
+}
+
+bool TileAssignment::operator==(const TileAssignment& other) const {
+  if (dims_ != other.dims_) return false;
+  if (is_iota() != other.is_iota()) {
+    // Explicit arrays are never iota patterns (FromDevices converts them).
+    return false;
+  }
+  if (is_iota())
+    return reshape_dims_ == other.reshape_dims_ && perm_ == other.perm_;
+  return devices_ == other.devices_ || *devices_ == *other.devices_;
+}
+
+}  // namespace meshsplit
