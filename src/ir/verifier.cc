@@ -1,0 +1,222 @@
+// Module verifier: structural checks per module and computation, then shape
+// inference per instruction compared with its declared shape (layouts
+// ignored), then a basic check that shardings fit the module's device count.
+#include "ir/verifier.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "ir/shape_inference_util.h"
+
+namespace meshsplit {
+
+using shape_inference_internal::StrCat;
+
+namespace {
+
+// Device facts read from a sharding's canonical text: the tile assignment
+// sizes and the largest device id. Reading the text keeps the verifier
+// independent of the Sharding class internals.
+struct ShardingDevices {
+  int64_t max_tile_devices = 0;  // largest product of a devices=[...] list
+  int64_t max_device_id = -1;
+};
+
+void ReadInts(const std::string& s, size_t& pos, std::vector<int64_t>& out) {
+  while (pos < s.size()) {
+    if (std::isdigit(static_cast<unsigned char>(s[pos]))) {
+      int64_t v = 0;
+      while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
+        if (v < (int64_t{1} << 55)) v = v * 10 + (s[pos] - '0');
+        ++pos;
+      }
+      out.push_back(v);
+    } else if (s[pos] == ',') {
+      ++pos;
+    } else {
+      break;
+    }
+  }
+}
+
+ShardingDevices ScanShardingText(const std::string& s) {
+  ShardingDevices r;
+  for (size_t pos = 0; (pos = s.find("device", pos)) != std::string::npos;) {
+    pos += 6;
+    if (s.compare(pos, 1, "=") == 0) {  // maximal device=N
+      ++pos;
+      std::vector<int64_t> v;
+      ReadInts(s, pos, v);
+      if (!v.empty()) r.max_device_id = std::max(r.max_device_id, v[0]);
+      continue;
+    }
+    if (s.compare(pos, 3, "s=[") != 0) continue;
+    pos += 3;
+    std::vector<int64_t> dims;
+    ReadInts(s, pos, dims);
+    int64_t count = 1;
+    for (int64_t d : dims) count = std::min<int64_t>(count * std::max<int64_t>(d, 1), int64_t{1} << 40);
+    r.max_tile_devices = std::max(r.max_tile_devices, count);
+    if (pos < s.size() && s[pos] == ']') ++pos;
+    if (s.compare(pos, 2, "<=") == 0) {
+      r.max_device_id = std::max(r.max_device_id, count - 1);
+      continue;
+    }
+    std::vector<int64_t> ids;
+    ReadInts(s, pos, ids);
+    for (int64_t id : ids) r.max_device_id = std::max(r.max_device_id, id);
+  }
+  return r;
+}
+
+class Verifier {
+ public:
+  explicit Verifier(const Module& m) : module_(m) {}
+
+  std::vector<Status> Run() {
+    if (module_.entry() == nullptr)
+      errors_.push_back(Status::Error("module '" + module_.name() +
+                                      "' has no ENTRY computation"));
+    std::set<const Computation*> in_module;
+    for (const auto& c : module_.computations()) in_module.insert(c.get());
+    if (module_.entry() != nullptr && !in_module.count(module_.entry()))
+      errors_.push_back(Status::Error("the entry computation is not in the module"));
+    for (const auto& c : module_.computations()) VerifyComputation(*c, in_module);
+    std::stable_sort(errors_.begin(), errors_.end(),
+                     [](const Status& a, const Status& b) {
+                       return a.loc().line < b.loc().line;
+                     });
+    return std::move(errors_);
+  }
+
+ private:
+  void VerifyComputation(const Computation& c,
+                         const std::set<const Computation*>& in_module) {
+    if (c.root() == nullptr) {
+      errors_.push_back(Status::Error(
+          StrCat("computation %", c.name(), " has no root instruction"), c.loc()));
+    } else if (c.root()->parent() != &c) {
+      errors_.push_back(Status::Error(
+          StrCat("root of computation %", c.name(), " belongs to another computation"),
+          c.loc()));
+    }
+    // Parameter numbers: unique and 0..n-1.
+    std::map<int64_t, const Instruction*> params;
+    for (const auto& instr : c.instructions()) {
+      if (instr->opcode() != Opcode::kParameter) continue;
+      int64_t num = instr->attrs().parameter_number;
+      if (num < 0) {
+        errors_.push_back(Status::Error(
+            StrCat("parameter %", instr->name(), " has negative number ", num),
+            instr->loc()));
+        continue;
+      }
+      auto [it, fresh] = params.emplace(num, instr.get());
+      if (!fresh)
+        errors_.push_back(Status::Error(
+            StrCat("parameter number ", num, " of computation %", c.name(),
+                   " is used by both %", it->second->name(), " and %",
+                   instr->name()),
+            instr->loc()));
+    }
+    int64_t expect = 0;
+    for (const auto& [num, instr] : params) {
+      if (num != expect) {
+        errors_.push_back(Status::Error(
+            StrCat("computation %", c.name(), " has parameter ", num,
+                   " but no parameter ", expect,
+                   " (parameter numbers must be contiguous from 0)"),
+            instr->loc()));
+        break;
+      }
+      ++expect;
+    }
+    for (const auto& instr : c.instructions())
+      VerifyInstruction(c, *instr, in_module);
+  }
+
+  void VerifyInstruction(const Computation& c, const Instruction& instr,
+                         const std::set<const Computation*>& in_module) {
+    const std::string prefix =
+        StrCat(OpcodeName(instr.opcode()), " %", instr.name(), ": ");
+    for (int i = 0; i < instr.operand_count(); ++i) {
+      if (instr.operand(i) == nullptr || instr.operand(i)->parent() != &c) {
+        errors_.push_back(Status::Error(
+            prefix + StrCat("operand ", i, " is not an instruction of computation %",
+                            c.name()),
+            instr.loc()));
+        return;
+      }
+    }
+    for (const Computation* callee : instr.called_computations()) {
+      if (callee == nullptr || !in_module.count(callee)) {
+        errors_.push_back(Status::Error(
+            prefix + "calls a computation that is not in the module", instr.loc()));
+        return;
+      }
+      if (callee == &c) {
+        errors_.push_back(Status::Error(prefix + "calls its own computation %" +
+                                            c.name(),
+                                        instr.loc()));
+        return;
+      }
+    }
+    StatusOr<Shape> inferred = InferShape(instr);
+    if (!inferred.ok()) {
+      errors_.push_back(inferred.status());
+      return;
+    }
+    if (!inferred->Compatible(instr.shape())) {
+      errors_.push_back(Status::Error(
+          prefix + StrCat("declared shape ", instr.shape().ToString(false),
+                          " does not match inferred shape ",
+                          inferred->ToString(false)),
+          instr.loc()));
+      return;
+    }
+    if (instr.has_sharding()) VerifySharding(instr, prefix);
+  }
+
+  void VerifySharding(const Instruction& instr, const std::string& prefix) {
+    const int64_t partitions = module_.num_partitions();
+    if (partitions <= 1) return;
+    const int64_t devices = partitions * std::max<int64_t>(1, module_.replica_count());
+    ShardingDevices d = ScanShardingText(instr.sharding()->ToString());
+    std::string have = module_.replica_count() > 1
+                           ? StrCat(devices, " devices (", partitions,
+                                    " partitions x ", module_.replica_count(),
+                                    " replicas)")
+                           : StrCat(partitions, " partitions");
+    if (d.max_tile_devices > devices) {
+      errors_.push_back(Status::Error(
+          prefix + StrCat("tile assignment uses ", d.max_tile_devices,
+                          " devices but the module has ", have),
+          instr.loc()));
+    } else if (d.max_device_id >= devices) {
+      errors_.push_back(Status::Error(
+          prefix + StrCat("sharding names device ", d.max_device_id,
+                          " but the module has ", have),
+          instr.loc()));
+    }
+  }
+
+  const Module& module_;
+  std::vector<Status> errors_;
+};
+
+}  // namespace
+
+std::vector<Status> VerifyModuleAll(const Module& module) {
+  return Verifier(module).Run();
+}
+
+Status VerifyModule(const Module& module) {
+  std::vector<Status> errors = VerifyModuleAll(module);
+  if (errors.empty()) return Status::Ok();
+  return errors.front();
+}
+
+}  // namespace meshsplit
