@@ -1,0 +1,84 @@
+// The `threads` collectives backend: N virtual devices in one process, one
+// thread each, exchanging data through shared memory. Devices meet at a
+// spin-then-yield barrier (no sleeping in the kernel, which matters for the
+// many tiny collectives of a partitioned program); each publishes pointers to
+// its buffers and reads what it needs from the others directly.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/collectives.h"
+
+namespace meshsplit {
+
+// One group of N virtual devices and their communicators. The world outlives
+// every call on its communicators. After an Abort (or a device leaving while
+// others wait in a collective) the world is dead: every collective, current
+// or later, returns an error.
+class ThreadsWorld {
+ public:
+  explicit ThreadsWorld(int64_t num_devices);
+  ~ThreadsWorld();
+  ThreadsWorld(const ThreadsWorld&) = delete;
+  ThreadsWorld& operator=(const ThreadsWorld&) = delete;
+
+  int64_t num_devices() const { return num_devices_; }
+  // REQUIRES: 0 <= device < num_devices(). Use from that device's thread only.
+  Communicator& communicator(int64_t device);
+
+  // Marks device `device` as failed with `message`; wakes every waiter.
+  void Abort(int64_t device, const std::string& message);
+  bool aborted() const { return aborted_.load(std::memory_order_acquire); }
+
+  // Declares that `device` will call no more collectives. A device still
+  // waiting in (or later entering) a collective then fails with an error
+  // naming it, instead of waiting for a partner that will never come.
+  void MarkFinished(int64_t device);
+
+  // Busy-wait iterations (with a CPU pause) before a waiter starts calling
+  // std::this_thread::yield(). The default depends on whether the devices
+  // outnumber the hardware threads.
+  void set_spin_limit(int64_t iterations) { spin_limit_ = iterations; }
+
+ private:
+  friend class ThreadsCommunicator;
+  struct Slot;
+
+  // Waits until all devices arrive. Returns an error if the world is or
+  // becomes aborted, or a device finished early.
+  Status Rendezvous(int64_t device);
+  Status AbortedStatus() const;
+
+  const int64_t num_devices_;
+  int64_t spin_limit_;
+  std::vector<std::unique_ptr<Communicator>> communicators_;
+  std::unique_ptr<Slot[]> slots_;
+
+  // Barrier state, each on its own cache line: arrivals count up to N, the
+  // last arrival resets the count and bumps the generation waiters watch.
+  alignas(64) std::atomic<int64_t> arrived_{0};
+  alignas(64) std::atomic<uint64_t> generation_{0};
+  alignas(64) std::atomic<bool> aborted_{false};
+  std::atomic<int64_t> finished_device_{-1};
+  mutable std::mutex abort_mu_;
+  std::string abort_message_;  // set once, before aborted_ becomes true
+};
+
+// Runs fn(device, communicator) on one thread per device of a fresh
+// ThreadsWorld and joins them. A device whose fn returns an error (or throws)
+// aborts the world so the others stop waiting. Returns the first error in
+// time (the root cause; the others are its consequences), or OK.
+Status RunOnThreads(int num_devices,
+                    const std::function<Status(int device, Communicator&)>& fn);
+
+// The same on an existing world (e.g. to set its spin limit first).
+Status RunOnThreads(ThreadsWorld& world,
+                    const std::function<Status(int device, Communicator&)>& fn);
+
+}  // namespace meshsplit
