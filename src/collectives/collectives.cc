@@ -27,7 +27,7 @@ std::string_view ReductionKindName(ReductionKind kind) {
   return "?";
 }
 
-StatusOr<GroupMembership> FindGroup(const DeviceGroups& groups,
+StatusOr<GroupMembership> FindGroup(const CommGroups& groups,
                                     int64_t num_devices, int64_t device,
                                     std::string_view op,
                                     bool require_equal_sizes) {

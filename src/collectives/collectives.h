@@ -30,7 +30,7 @@ std::string_view ReductionKindName(ReductionKind kind);  // "add", "mul", ...
 // group holding every device in id order 0..N-1 (XLA's `replica_groups={}`).
 // Non-empty groups must be disjoint, cover every device, and (except for
 // all-reduce) all have the same size.
-using DeviceGroups = std::vector<std::vector<int64_t>>;
+using CommGroups = std::vector<std::vector<int64_t>>;
 
 // collective-permute's `source_target_pairs={{0,1},{1,2}}`.
 using SourceTargetPairs = std::vector<std::pair<int64_t, int64_t>>;
@@ -71,7 +71,7 @@ class Communicator {
   // group's `count`-element inputs, combined in the fixed order above.
   virtual Status AllReduce(const void* input, void* output, PrimitiveType type,
                            int64_t count, ReductionKind kind,
-                           const DeviceGroups& groups) = 0;
+                           const CommGroups& groups) = 0;
 
   // all-gather along `dimension`: the input is this device's array of shape
   // `dims` (row-major); the output has shape `dims` with dims[dimension]
@@ -80,7 +80,7 @@ class Communicator {
   // occupies [i*dims[dimension], (i+1)*dims[dimension]) of that dimension).
   virtual Status AllGather(const void* input, void* output, PrimitiveType type,
                            std::span<const int64_t> dims, int64_t dimension,
-                           const DeviceGroups& groups) = 0;
+                           const CommGroups& groups) = 0;
 
   // reduce-scatter along `dimension`: the input of shape `dims` is reduced
   // over the group (fixed order) and cut into G equal blocks along
@@ -91,7 +91,7 @@ class Communicator {
                                PrimitiveType type,
                                std::span<const int64_t> dims,
                                int64_t dimension, ReductionKind kind,
-                               const DeviceGroups& groups) = 0;
+                               const CommGroups& groups) = 0;
 
   // all-to-all (array form; XLA's `dimensions={d}` is split = concat = d):
   // each member cuts its input of shape `dims` into G equal blocks along
@@ -102,7 +102,7 @@ class Communicator {
   virtual Status AllToAll(const void* input, void* output, PrimitiveType type,
                           std::span<const int64_t> dims,
                           int64_t split_dimension, int64_t concat_dimension,
-                          const DeviceGroups& groups) = 0;
+                          const CommGroups& groups) = 0;
 
   // all-to-all (tuple form): G inputs and G outputs of `count` elements each;
   // output j of the member at position r is input r of the member at
@@ -111,7 +111,7 @@ class Communicator {
   virtual Status AllToAllTuple(std::span<const void* const> inputs,
                                std::span<void* const> outputs,
                                PrimitiveType type, int64_t count,
-                               const DeviceGroups& groups) = 0;
+                               const CommGroups& groups) = 0;
 
   // collective-permute: for each pair (s, t), device t receives device s's
   // `count`-element input; a device that is no pair's target receives zeros.
@@ -143,7 +143,7 @@ struct GroupMembership {
 // Checks `groups` (ids in range, disjoint, covering all devices; equal sizes
 // when `require_equal_sizes`) and returns `device`'s group. `op` names the
 // collective in error messages.
-StatusOr<GroupMembership> FindGroup(const DeviceGroups& groups,
+StatusOr<GroupMembership> FindGroup(const CommGroups& groups,
                                     int64_t num_devices, int64_t device,
                                     std::string_view op,
                                     bool require_equal_sizes);

@@ -71,7 +71,7 @@ struct OpDesc {
   int64_t dim_a = 0;  // gather/scatter/split dimension; tuple arity
   int64_t dim_b = 0;  // concat dimension
   std::span<const int64_t> dims;
-  const DeviceGroups* groups = nullptr;
+  const CommGroups* groups = nullptr;
   const SourceTargetPairs* pairs = nullptr;
 };
 
@@ -168,20 +168,20 @@ class ThreadsCommunicator final : public Communicator {
 
   Status AllReduce(const void* input, void* output, PrimitiveType type,
                    int64_t count, ReductionKind kind,
-                   const DeviceGroups& groups) override;
+                   const CommGroups& groups) override;
   Status AllGather(const void* input, void* output, PrimitiveType type,
                    std::span<const int64_t> dims, int64_t dimension,
-                   const DeviceGroups& groups) override;
+                   const CommGroups& groups) override;
   Status ReduceScatter(const void* input, void* output, PrimitiveType type,
                        std::span<const int64_t> dims, int64_t dimension,
-                       ReductionKind kind, const DeviceGroups& groups) override;
+                       ReductionKind kind, const CommGroups& groups) override;
   Status AllToAll(const void* input, void* output, PrimitiveType type,
                   std::span<const int64_t> dims, int64_t split_dimension,
                   int64_t concat_dimension,
-                  const DeviceGroups& groups) override;
+                  const CommGroups& groups) override;
   Status AllToAllTuple(std::span<const void* const> inputs,
                        std::span<void* const> outputs, PrimitiveType type,
-                       int64_t count, const DeviceGroups& groups) override;
+                       int64_t count, const CommGroups& groups) override;
   Status CollectivePermute(const void* input, void* output, PrimitiveType type,
                            int64_t count,
                            const SourceTargetPairs& pairs) override;
@@ -259,7 +259,7 @@ const void* ThreadsCommunicator::Detach(const void* input, int64_t bytes,
 Status ThreadsCommunicator::AllReduce(const void* input, void* output,
                                       PrimitiveType type, int64_t count,
                                       ReductionKind kind,
-                                      const DeviceGroups& groups) {
+                                      const CommGroups& groups) {
   OpDesc desc;
   desc.op = OpCode::kAllReduce;
   desc.type = type;
@@ -316,7 +316,7 @@ Status ThreadsCommunicator::AllGather(const void* input, void* output,
                                       PrimitiveType type,
                                       std::span<const int64_t> dims,
                                       int64_t dimension,
-                                      const DeviceGroups& groups) {
+                                      const CommGroups& groups) {
   OpDesc desc;
   desc.op = OpCode::kAllGather;
   desc.type = type;
@@ -354,7 +354,7 @@ Status ThreadsCommunicator::ReduceScatter(const void* input, void* output,
                                           std::span<const int64_t> dims,
                                           int64_t dimension,
                                           ReductionKind kind,
-                                          const DeviceGroups& groups) {
+                                          const CommGroups& groups) {
   OpDesc desc;
   desc.op = OpCode::kReduceScatter;
   desc.type = type;
@@ -403,7 +403,7 @@ Status ThreadsCommunicator::AllToAll(const void* input, void* output,
                                      std::span<const int64_t> dims,
                                      int64_t split_dimension,
                                      int64_t concat_dimension,
-                                     const DeviceGroups& groups) {
+                                     const CommGroups& groups) {
   OpDesc desc;
   desc.op = OpCode::kAllToAll;
   desc.type = type;
@@ -454,7 +454,7 @@ Status ThreadsCommunicator::AllToAll(const void* input, void* output,
 Status ThreadsCommunicator::AllToAllTuple(std::span<const void* const> inputs,
                                           std::span<void* const> outputs,
                                           PrimitiveType type, int64_t count,
-                                          const DeviceGroups& groups) {
+                                          const CommGroups& groups) {
   OpDesc desc;
   desc.op = OpCode::kAllToAllTuple;
   desc.type = type;
