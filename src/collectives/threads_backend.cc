@@ -279,8 +279,10 @@ Status ThreadsCommunicator::AllReduce(const void* input, void* output,
   const int64_t bytes = local.ok() ? count * w : 0;
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
   // The sliced algorithm is safe in place (each device writes only its own
-  // slice while the others read other slices); the simple one is not.
-  const bool sliced = g > 1 && bytes >= kSlicedAllReduceBytes;
+  // slice while the others read other slices); the simple one is not. It has
+  // one more rendezvous, so the choice must not depend on the group size
+  // (groups may differ in size): only on the agreed element count.
+  const bool sliced = num_devices() > 1 && bytes >= kSlicedAllReduceBytes;
   const void* published = input;
   if (local.ok() && !(sliced && input == output))
     published = Detach(input, bytes, output, bytes);
