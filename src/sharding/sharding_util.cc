@@ -1,0 +1,527 @@
+// Sharding algebra (see sharding_util.h). Most operations are a transpose
+// and/or reshape of the tile assignment followed by Sharding::Subgroup, which
+// re-normalises; both stay symbolic for iota tile assignments.
+#include "sharding/sharding_util.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+#include <unordered_map>
+
+#include "support/check.h"
+
+namespace meshsplit::sharding_util {
+namespace {
+
+int64_t Product(const std::vector<int64_t>& v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+// Rebuilds `like` (metadata kept) from a new tile assignment and types.
+Sharding Rebuild(const Sharding& like, TileAssignment tiles,
+                 std::vector<SubgroupType> types) {
+  Sharding out = Sharding::Subgroup(std::move(tiles), std::move(types));
+  out.set_metadata(like.metadata());
+  return out;
+}
+
+// Splits tile dim `dim` (t tiles) into (keep, t / keep) and moves the minor
+// part into the replicated subgroup. REQUIRES: keep divides t.
+Sharding KeepTilesOnDim(const Sharding& s, int64_t dim, int64_t keep) {
+  const TileAssignment& ta = s.tile_assignment();
+  const int64_t t = ta.dim(dim);
+  if (keep == t) return s;
+  std::vector<int64_t> split = ta.dims();
+  split[dim] = keep;
+  split.insert(split.begin() + dim + 1, t / keep);
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < static_cast<int64_t>(split.size()); ++i)
+    if (i != dim + 1) perm.push_back(i);
+  perm.push_back(dim + 1);
+  std::vector<int64_t> out_dims = ta.dims();
+  out_dims[dim] = keep;
+  out_dims.push_back(t / keep);
+  std::vector<SubgroupType> types = s.subgroup_types();
+  types.push_back(SubgroupType::kReplicated);
+  return Rebuild(s, ta.Reshape(split).Transpose(perm).Reshape(out_dims),
+                 std::move(types));
+}
+
+}  // namespace
+
+std::vector<int64_t> TileDims(const Sharding& s, int64_t rank) {
+  if (!s.IsTiled()) return std::vector<int64_t>(rank, 1);
+  std::vector<int64_t> out(s.TiledDataRank());
+  for (int64_t i = 0; i < s.TiledDataRank(); ++i) out[i] = s.TileDim(i);
+  return out;
+}
+
+Sharding TransposeSharding(const Sharding& s,
+                           const std::vector<int64_t>& dims) {
+  if (!s.IsTiled()) return s;
+  const int64_t rank = s.TiledDataRank();
+  MS_CHECK(static_cast<int64_t>(dims.size()) == rank);
+  std::vector<int64_t> perm = dims;
+  for (int64_t i = rank; i < s.tile_assignment().num_dimensions(); ++i)
+    perm.push_back(i);
+  return Rebuild(s, s.tile_assignment().Transpose(perm), s.subgroup_types());
+}
+
+Sharding ReverseSharding(const Sharding& s, const std::vector<int64_t>& dims) {
+  if (!s.IsTiled()) return s;
+  const TileAssignment& ta = s.tile_assignment();
+  bool any = false;
+  for (int64_t d : dims) any |= ta.dim(d) > 1;
+  if (!any) return s;
+  std::vector<int64_t> src = ta.Devices(), out(src.size());
+  const std::vector<int64_t>& shape = ta.dims();
+  std::vector<bool> flip(shape.size(), false);
+  for (int64_t d : dims) flip[d] = true;
+  std::vector<int64_t> idx(shape.size(), 0);
+  for (size_t flat = 0; flat < src.size(); ++flat) {
+    int64_t from = 0;
+    for (size_t i = 0; i < shape.size(); ++i)
+      from = from * shape[i] + (flip[i] ? shape[i] - 1 - idx[i] : idx[i]);
+    out[flat] = src[from];
+    for (int64_t i = static_cast<int64_t>(shape.size()) - 1; i >= 0; --i) {
+      if (++idx[i] < shape[i]) break;
+      idx[i] = 0;
+    }
+  }
+  return Rebuild(s, TileAssignment::FromDevices(shape, std::move(out)),
+                 s.subgroup_types());
+}
+
+std::optional<Sharding> ReshapeSharding(const std::vector<int64_t>& from,
+                                        const std::vector<int64_t>& to,
+                                        const Sharding& s) {
+  if (!s.IsTiled()) return s;
+  const int64_t rank = s.TiledDataRank();
+  MS_CHECK(static_cast<int64_t>(from.size()) == rank);
+  MS_CHECK(Product(from) == Product(to));
+  // Each source dim becomes a tiled factor (its tile count, major) and an
+  // untiled factor (the tile size). A target dim may take tiled factors only
+  // before any untiled one, else its tiles would not be contiguous. An
+  // unevenly tiled dim is an atom that must be a target dim by itself.
+  struct Atom {
+    int64_t size;
+    bool tiled;
+    bool uneven;
+    int64_t tiles;  // uneven atoms only
+  };
+  std::vector<Atom> atoms;
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t n = from[i], t = s.TileDim(i);
+    if (t == 1) {
+      atoms.push_back({n, false, false, 1});
+    } else if (n % t == 0) {
+      atoms.push_back({t, true, false, t});
+      atoms.push_back({n / t, false, false, 1});
+    } else {
+      atoms.push_back({n, false, true, t});
+    }
+  }
+  std::vector<int64_t> out(to.size(), 1);
+  size_t a = 0;
+  for (size_t j = 0; j < to.size(); ++j) {
+    int64_t rem = to[j];
+    bool seen_untiled = false;
+    while (rem > 1) {
+      while (a < atoms.size() && atoms[a].size == 1) ++a;
+      if (a == atoms.size()) return std::nullopt;
+      Atom& atom = atoms[a];
+      if (atom.uneven) {
+        if (rem != atom.size || seen_untiled || out[j] != 1)
+          return std::nullopt;
+        out[j] = atom.tiles;
+        atom.size = 1;
+        rem = 1;
+        break;
+      }
+      int64_t take;
+      if (rem % atom.size == 0) {
+        take = atom.size;
+      } else if (atom.size % rem == 0) {
+        take = rem;
+      } else {
+        return std::nullopt;
+      }
+      if (atom.tiled) {
+        if (seen_untiled) return std::nullopt;
+        out[j] *= take;
+      } else {
+        seen_untiled = true;
+      }
+      atom.size /= take;
+      rem /= take;
+    }
+  }
+  for (; a < atoms.size(); ++a)
+    if (atoms[a].size != 1) return std::nullopt;
+  if (Product(out) != s.NumTiles()) return std::nullopt;
+  std::vector<int64_t> new_dims = out;
+  for (int64_t i = rank; i < s.tile_assignment().num_dimensions(); ++i)
+    new_dims.push_back(s.tile_assignment().dim(i));
+  return Rebuild(s, s.tile_assignment().Reshape(new_dims), s.subgroup_types());
+}
+
+Sharding ReshapeShardingBestEffort(const std::vector<int64_t>& from,
+                                   const std::vector<int64_t>& to,
+                                   const Sharding& s) {
+  if (auto exact = ReshapeSharding(from, to, s)) return *exact;
+  // Keep the most tiles dim by dim, major first: for dim i, the largest
+  // divisor of its tile count that still reshapes exactly when every later
+  // dim is replicated. Divisor 1 always works once the earlier dims do.
+  Sharding current = s;
+  const int64_t rank = s.TiledDataRank();
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!current.IsTiled()) break;
+    const int64_t t = current.TileDim(i);
+    if (t == 1) continue;
+    std::vector<int64_t> later;
+    for (int64_t k = i + 1; k < rank; ++k) later.push_back(k);
+    std::optional<Sharding> chosen;
+    for (int64_t keep = t; keep >= 1 && !chosen; --keep) {
+      if (t % keep != 0) continue;
+      Sharding trial = KeepTilesOnDim(current, i, keep);
+      Sharding probe = PartiallyReplicateTiledShardingOnDims(trial, later);
+      if (ReshapeSharding(from, to, probe)) chosen = trial;
+    }
+    if (!chosen) chosen = KeepTilesOnDim(current, i, 1);
+    current = *chosen;
+  }
+  if (auto result = ReshapeSharding(from, to, current)) return *result;
+  return ReplicateAllDataDims(s, static_cast<int64_t>(to.size()));
+}
+
+Sharding PartiallyReplicateTiledShardingOnDims(
+    const Sharding& s, const std::vector<int64_t>& dims) {
+  if (!s.IsTiled()) return s;
+  const TileAssignment& ta = s.tile_assignment();
+  const int64_t rank = s.TiledDataRank();
+  std::vector<bool> rep(rank, false);
+  int64_t rep_size = 1;
+  for (int64_t d : dims) {
+    MS_CHECK(d >= 0 && d < rank);
+    if (!rep[d]) rep_size *= ta.dim(d);
+    rep[d] = true;
+  }
+  if (rep_size == 1) return s;
+  // Move the replicated dims after the subgroups; at their old places they
+  // become size 1, which does not change the row-major order.
+  std::vector<int64_t> perm, out_dims;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!rep[d]) perm.push_back(d);
+    out_dims.push_back(rep[d] ? 1 : ta.dim(d));
+  }
+  for (int64_t d = rank; d < ta.num_dimensions(); ++d) {
+    perm.push_back(d);
+    out_dims.push_back(ta.dim(d));
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    if (rep[d]) perm.push_back(d);
+  out_dims.push_back(rep_size);
+  std::vector<SubgroupType> types = s.subgroup_types();
+  types.push_back(SubgroupType::kReplicated);
+  return Rebuild(s, ta.Transpose(perm).Reshape(out_dims), std::move(types));
+}
+
+Sharding PartiallyReplicateTiledShardingOnAllDimsExcept(
+    const Sharding& s, const std::vector<int64_t>& dims_to_keep) {
+  if (!s.IsTiled()) return s;
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < s.TiledDataRank(); ++d)
+    if (std::find(dims_to_keep.begin(), dims_to_keep.end(), d) ==
+        dims_to_keep.end())
+      others.push_back(d);
+  return PartiallyReplicateTiledShardingOnDims(s, others);
+}
+
+Sharding ReplicateAllDataDims(const Sharding& s, int64_t data_rank) {
+  if (!s.IsTiled()) {
+    if (s.IsManual() || s.IsUnknown()) return s;
+    Sharding r = Sharding::Replicate();
+    r.set_metadata(s.metadata());
+    return s.IsTuple() ? s : r;
+  }
+  if (!s.HasManualSubgroup() && s.SubgroupDim(SubgroupType::kUnreduced) < 0) {
+    Sharding r = Sharding::Replicate();
+    r.set_metadata(s.metadata());
+    return r;
+  }
+  Sharding result = PartiallyReplicateTiledShardingOnAllDimsExcept(s, {});
+  if (result.IsTiled() && data_rank >= 0 && data_rank != result.TiledDataRank()) {
+    std::vector<int64_t> dims(data_rank, 1);
+    const TileAssignment& ta = result.tile_assignment();
+    for (int64_t d = result.TiledDataRank(); d < ta.num_dimensions(); ++d)
+      dims.push_back(ta.dim(d));
+    result = Rebuild(result, ta.Reshape(dims), result.subgroup_types());
+  }
+  return result;
+}
+
+Sharding RemoveShapeDimensions(const Sharding& s,
+                               const std::vector<int64_t>& dims_to_remove) {
+  if (!s.IsTiled() || dims_to_remove.empty()) return s;
+  Sharding r = PartiallyReplicateTiledShardingOnDims(s, dims_to_remove);
+  if (!r.IsTiled()) return r;
+  std::vector<int64_t> dims;
+  const TileAssignment& ta = r.tile_assignment();
+  for (int64_t d = 0; d < ta.num_dimensions(); ++d) {
+    bool removed = d < r.TiledDataRank() &&
+                   std::find(dims_to_remove.begin(), dims_to_remove.end(), d) !=
+                       dims_to_remove.end();
+    if (!removed) dims.push_back(ta.dim(d));
+  }
+  return Rebuild(r, ta.Reshape(dims), r.subgroup_types());
+}
+
+Sharding InsertShapeDimensions(const Sharding& s, int64_t index,
+                               int64_t num_dims) {
+  if (!s.IsTiled() || num_dims == 0) return s;
+  MS_CHECK(index >= 0 && index <= s.TiledDataRank());
+  std::vector<int64_t> dims = s.tile_assignment().dims();
+  dims.insert(dims.begin() + index, num_dims, 1);
+  return Rebuild(s, s.tile_assignment().Reshape(dims), s.subgroup_types());
+}
+
+Sharding PropagateShardingAlongDimsAndReplicateOthers(
+    const Sharding& s, const std::vector<int64_t>& source_dims,
+    const std::vector<int64_t>& target_dims, int64_t target_rank) {
+  MS_CHECK(source_dims.size() == target_dims.size());
+  if (!s.IsTiled()) return s;
+  Sharding r = PartiallyReplicateTiledShardingOnAllDimsExcept(s, source_dims);
+  if (!r.IsTiled()) return r;
+  const TileAssignment& ta = r.tile_assignment();
+  const int64_t rank = r.TiledDataRank();
+  // Kept source dims in target order, then the (now untiled) other source
+  // dims, then the subgroups.
+  std::vector<int64_t> order(source_dims.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
+    return target_dims[x] < target_dims[y];
+  });
+  std::vector<int64_t> perm;
+  std::vector<bool> used(rank, false);
+  for (int64_t k : order) {
+    perm.push_back(source_dims[k]);
+    used[source_dims[k]] = true;
+  }
+  for (int64_t d = 0; d < rank; ++d)
+    if (!used[d]) perm.push_back(d);
+  std::vector<int64_t> out_dims(target_rank, 1);
+  for (size_t k = 0; k < source_dims.size(); ++k)
+    out_dims[target_dims[k]] = ta.dim(source_dims[k]);
+  for (int64_t d = rank; d < ta.num_dimensions(); ++d) {
+    perm.push_back(d);
+    out_dims.push_back(ta.dim(d));
+  }
+  return Rebuild(r, ta.Transpose(perm).Reshape(out_dims), r.subgroup_types());
+}
+
+Sharding MoveAndMergeShardingTiles(const Sharding& s, int64_t source_dim,
+                                   int64_t target_dim) {
+  if (!s.IsTiled()) return s;
+  const TileAssignment& ta = s.tile_assignment();
+  MS_CHECK(source_dim != target_dim && source_dim < s.TiledDataRank() &&
+           target_dim < s.TiledDataRank());
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < ta.num_dimensions(); ++d) {
+    if (d == source_dim) continue;
+    perm.push_back(d);
+    if (d == target_dim) perm.push_back(source_dim);
+  }
+  std::vector<int64_t> dims = ta.dims();
+  dims[target_dim] *= dims[source_dim];
+  dims[source_dim] = 1;
+  return Rebuild(s, ta.Transpose(perm).Reshape(dims), s.subgroup_types());
+}
+
+bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
+  MS_CHECK(lhs.IsTuple() == rhs.IsTuple());
+  if (lhs.IsTuple()) {
+    const auto& l = lhs.tuple_elements();
+    const auto& r = rhs.tuple_elements();
+    MS_CHECK(l.size() == r.size());
+    bool better = false;
+    for (size_t i = 0; i < l.size(); ++i) {
+      if (IsShardingMoreSpecific(r[i], l[i])) return false;
+      if (IsShardingMoreSpecific(l[i], r[i])) better = true;
+    }
+    return better;
+  }
+  if (lhs.IsManual() && rhs.IsTileMaximal()) return true;
+  if (lhs.IsManual() || rhs.IsManual()) return false;
+  if (!rhs.IsTileMaximal()) return lhs.NumTiles() > rhs.NumTiles();
+  if (!rhs.IsReplicated()) return !lhs.IsTileMaximal();
+  return !lhs.IsReplicated();
+}
+
+bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
+                               Sharding* dst) {
+  if (to_merge.IsTuple() || dst->IsTuple()) return false;
+  if (!to_merge.IsTiled()) return false;
+  if (dst->IsTileMaximal()) {
+    *dst = to_merge;
+    return true;
+  }
+  if (!dst->IsTiled() || !dst->HasPartialReplication()) return false;
+  if (to_merge.TiledDataRank() != dst->TiledDataRank()) return false;
+  if (to_merge.SubgroupDim(SubgroupType::kUnreduced) >= 0 ||
+      dst->SubgroupDim(SubgroupType::kUnreduced) >= 0)
+    return false;
+  const TileAssignment& mt = to_merge.tile_assignment();
+  const TileAssignment& dt = dst->tile_assignment();
+  const int64_t num_devices = mt.num_devices();
+  if (dt.num_devices() != num_devices) return false;
+  const int64_t rank = to_merge.TiledDataRank();
+  std::vector<int64_t> merged;
+  for (int64_t i = 0; i < rank; ++i) {
+    const int64_t a = dt.dim(i), b = mt.dim(i);
+    if (a == 1 || a == b) {
+      merged.push_back(b);
+    } else if (b == 1) {
+      merged.push_back(a);
+    } else {
+      return false;
+    }
+  }
+  const int64_t num_tiles = Product(merged);
+  if (num_devices % num_tiles != 0 || num_tiles < minimum_tiles) return false;
+  const int64_t m_manual = to_merge.SubgroupDim(SubgroupType::kManual);
+  const int64_t d_manual = dst->SubgroupDim(SubgroupType::kManual);
+  if ((m_manual >= 0) != (d_manual >= 0)) return false;
+  int64_t manual_size = 1;
+  if (m_manual >= 0) {
+    manual_size = mt.dim(m_manual);
+    if (manual_size != dt.dim(d_manual)) return false;
+  }
+  if (num_devices % (num_tiles * manual_size) != 0) return false;
+  const int64_t replication = num_devices / (num_tiles * manual_size);
+
+  // Key of a device in one sharding: its data tile index (dims where the
+  // merged tiling is cut, projected onto that sharding) and manual index,
+  // flattened in the merged space.
+  auto key = [&](const std::vector<int64_t>& index, const TileAssignment& ta,
+                 int64_t manual_dim) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < rank; ++i)
+      k = k * merged[i] + (ta.dim(i) == 1 ? 0 : index[i]);
+    if (manual_dim >= 0) k = k * manual_size + index[manual_dim];
+    return k;
+  };
+  // For each device, the pair of keys; the merged tile with index (data,
+  // manual) takes the devices whose to_merge key and dst key both match it.
+  std::unordered_map<int64_t, int64_t> dst_key;
+  {
+    std::vector<int64_t> devs = dt.Devices();
+    std::vector<int64_t> idx(dt.num_dimensions(), 0);
+    for (int64_t dev : devs) {
+      dst_key[dev] = key(idx, dt, d_manual);
+      for (int64_t i = dt.num_dimensions() - 1; i >= 0; --i) {
+        if (++idx[i] < dt.dim(i)) break;
+        idx[i] = 0;
+      }
+    }
+  }
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> cells;
+  {
+    std::vector<int64_t> devs = mt.Devices();
+    std::vector<int64_t> idx(mt.num_dimensions(), 0);
+    for (int64_t dev : devs) {
+      auto it = dst_key.find(dev);
+      if (it == dst_key.end()) return false;
+      cells[{key(idx, mt, m_manual), it->second}].push_back(dev);
+      for (int64_t i = mt.num_dimensions() - 1; i >= 0; --i) {
+        if (++idx[i] < mt.dim(i)) break;
+        idx[i] = 0;
+      }
+    }
+  }
+  // Walk the merged tiles; project the merged index on each sharding.
+  std::vector<int64_t> out_dims = merged;
+  if (m_manual >= 0) out_dims.push_back(manual_size);
+  out_dims.push_back(replication);
+  std::vector<int64_t> devices;
+  devices.reserve(num_devices);
+  std::vector<int64_t> idx(out_dims.size() - 1, 0);
+  const int64_t cells_count = num_devices / replication;
+  for (int64_t c = 0; c < cells_count; ++c) {
+    int64_t km = 0, kd = 0;
+    for (int64_t i = 0; i < rank; ++i) {
+      km = km * merged[i] + (mt.dim(i) == 1 ? 0 : idx[i]);
+      kd = kd * merged[i] + (dt.dim(i) == 1 ? 0 : idx[i]);
+    }
+    if (m_manual >= 0) {
+      km = km * manual_size + idx[rank];
+      kd = kd * manual_size + idx[rank];
+    }
+    auto it = cells.find({km, kd});
+    if (it == cells.end() ||
+        static_cast<int64_t>(it->second.size()) != replication)
+      return false;
+    devices.insert(devices.end(), it->second.begin(), it->second.end());
+    for (int64_t i = static_cast<int64_t>(idx.size()) - 1; i >= 0; --i) {
+      if (++idx[i] < out_dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  std::vector<SubgroupType> types;
+  if (m_manual >= 0) types.push_back(SubgroupType::kManual);
+  types.push_back(SubgroupType::kReplicated);
+  Sharding result = Sharding::Subgroup(
+      TileAssignment::FromDevices(out_dims, std::move(devices)), types);
+  result.set_metadata(dst->metadata());
+  *dst = std::move(result);
+  return true;
+}
+
+bool MergeSharding(const Sharding& to_merge, Sharding* dst,
+                   bool may_combine_partial_sharding) {
+  if (to_merge.IsTuple()) {
+    MS_CHECK(dst->IsTuple());
+    MS_CHECK(to_merge.tuple_elements().size() ==
+             dst->tuple_elements().size());
+    bool changed = false;
+    for (size_t i = 0; i < to_merge.tuple_elements().size(); ++i)
+      changed |= MergeSharding(to_merge.tuple_elements()[i],
+                               &dst->mutable_tuple_elements()[i],
+                               may_combine_partial_sharding);
+    return changed;
+  }
+  if (!may_combine_partial_sharding || !to_merge.HasPartialReplication() ||
+      !dst->HasPartialReplication() ||
+      to_merge.tile_assignment().num_devices() !=
+          dst->tile_assignment().num_devices())
+    return IsShardingMoreSpecific(*dst, to_merge);
+  if (MergeShardingIfCompatible(
+          to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1, dst))
+    return true;
+  return IsShardingMoreSpecific(*dst, to_merge);
+}
+
+bool IsSubTilingOrEqualSharding(const std::vector<int64_t>& dims,
+                                const Sharding& sub, const Sharding& s) {
+  if (sub.IsManual() || s.IsManual()) return false;
+  if (s.IsTileMaximal()) return true;
+  if (sub.IsTileMaximal()) return false;
+  if (!sub.IsTiled() || !s.IsTiled()) return false;
+  if (sub.TiledDataRank() != s.TiledDataRank()) return false;
+  std::vector<int64_t> sub_tile = sub.TileShape(dims), tile = s.TileShape(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (sub_tile[i] > tile[i]) return false;
+  for (int64_t dev : sub.tile_assignment().Devices()) {
+    if (!s.UsesDevice(dev)) return false;
+    std::vector<int64_t> so = sub.TileOffsetForDevice(dims, dev);
+    std::vector<int64_t> sl = sub.TileLimitForDevice(dims, dev);
+    std::vector<int64_t> o = s.TileOffsetForDevice(dims, dev);
+    std::vector<int64_t> l = s.TileLimitForDevice(dims, dev);
+    for (size_t i = 0; i < dims.size(); ++i)
+      if (so[i] < o[i] || (sl[i] > l[i] && so[i] < sl[i])) return false;
+  }
+  return true;
+}
+
+}  // namespace meshsplit::sharding_util

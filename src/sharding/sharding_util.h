@@ -1,0 +1,94 @@
+// Sharding algebra for propagation and the partitioner: how a sharding moves
+// through transpose, reshape, reverse, broadcast and reduce, partial
+// replication, merging of compatible partial shardings and the "more
+// specific" order. Semantics follow XLA's hlo_sharding_util; tile
+// assignments stay in iota form wherever the operation allows.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "sharding/sharding.h"
+
+namespace meshsplit::sharding_util {
+
+// Tiles per data dim (rank = TiledDataRank); all ones for non-tiled
+// shardings of rank `rank`.
+std::vector<int64_t> TileDims(const Sharding& s, int64_t rank);
+
+// Sharding of transpose(x, dims) given x's sharding: result data dim i is
+// source data dim dims[i]. Tile-maximal / manual / unknown shardings are
+// returned unchanged. REQUIRES: dims is a permutation of the data dims.
+Sharding TransposeSharding(const Sharding& s, const std::vector<int64_t>& dims);
+
+// Sharding of reverse(x, dims): the tile order along `dims` flips.
+// (Produces an explicit device array for iota inputs.)
+Sharding ReverseSharding(const Sharding& s, const std::vector<int64_t>& dims);
+
+// Sharding of reshape(x) from `from` dims to `to` dims that keeps every tile
+// whole and contiguous, or nullopt when no such sharding exists. Uneven
+// dims pass through only when they map to a target dim of the same size.
+// Tile-maximal / manual shardings are returned unchanged.
+std::optional<Sharding> ReshapeSharding(const std::vector<int64_t>& from,
+                                        const std::vector<int64_t>& to,
+                                        const Sharding& s);
+// Best effort: the exact reshape when it exists, else the sharding that
+// keeps as much of the tiling as can be kept (the rest becomes partial
+// replication), down to replicated.
+Sharding ReshapeShardingBestEffort(const std::vector<int64_t>& from,
+                                   const std::vector<int64_t>& to,
+                                   const Sharding& s);
+
+// Moves the tiling of data dims `dims` into the replicated subgroup.
+Sharding PartiallyReplicateTiledShardingOnDims(const Sharding& s,
+                                               const std::vector<int64_t>& dims);
+Sharding PartiallyReplicateTiledShardingOnAllDimsExcept(
+    const Sharding& s, const std::vector<int64_t>& dims_to_keep);
+// Replicates every data dim but keeps a manual subgroup. With data_rank >= 0
+// the result has that many (untiled) data dims.
+Sharding ReplicateAllDataDims(const Sharding& s, int64_t data_rank = -1);
+
+// Removes data dims; dims that are tiled are first partially replicated.
+Sharding RemoveShapeDimensions(const Sharding& s,
+                               const std::vector<int64_t>& dims_to_remove);
+// Inserts `num_dims` untiled data dims before data dim `index`.
+Sharding InsertShapeDimensions(const Sharding& s, int64_t index,
+                               int64_t num_dims);
+
+// Keeps the tiling of source data dims source_dims[k], placing it on target
+// dim target_dims[k] of a rank-`target_rank` value, and replicates every
+// other source dim. Covers broadcast (operand -> output), reduce (kept
+// dims), and gather/scatter pass-through dims.
+Sharding PropagateShardingAlongDimsAndReplicateOthers(
+    const Sharding& s, const std::vector<int64_t>& source_dims,
+    const std::vector<int64_t>& target_dims, int64_t target_rank);
+
+// Moves the tiles of data dim `source_dim` into data dim `target_dim`
+// (target tiles become target*source, source becomes 1; source is minor).
+Sharding MoveAndMergeShardingTiles(const Sharding& s, int64_t source_dim,
+                                   int64_t target_dim);
+
+// XLA's order: manual beats tile-maximal; otherwise more tiles is more
+// specific; any tiled beats maximal; maximal beats replicated. Tuples: no
+// element worse and one better. REQUIRES: both tuples or both not.
+bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs);
+
+// Combines `to_merge` into `*dst` when both are partially replicated, they
+// tile disjoint dims (or a dim equally) and the replication groups meet in
+// exactly the devices the combined tile needs; the result must have at
+// least `minimum_tiles` tiles. Returns whether `*dst` changed. O(devices).
+bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
+                               Sharding* dst);
+// XLA's MergeSharding: tries the compatible merge (when
+// may_combine_partial_sharding), and returns whether `*dst` is now more
+// specific than `to_merge` (i.e. whether keeping `*dst` is an improvement).
+bool MergeSharding(const Sharding& to_merge, Sharding* dst,
+                   bool may_combine_partial_sharding);
+
+// True if every tile of `sub` (on a value of `dims`) lies inside the tile of
+// `s` held by the same device. Manual shardings are never sub-tilings.
+bool IsSubTilingOrEqualSharding(const std::vector<int64_t>& dims,
+                                const Sharding& sub, const Sharding& s);
+
+}  // namespace meshsplit::sharding_util
