@@ -1,0 +1,469 @@
+// The interpreter driver: evaluation order, value lifetimes (a value is freed,
+// or its buffer handed to the consuming kernel, at its last use), the
+// dispatch switch over every opcode, and the tuple/control-flow ops that need
+// the driver itself (while, conditional, call).
+#include "runtime/interpreter.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "runtime/kernels.h"
+
+namespace meshsplit {
+namespace interp {
+namespace {
+
+bool ShapeSupported(const Shape& s) {
+  if (s.IsTuple()) {
+    for (const Shape& e : s.tuple_shapes())
+      if (!ShapeSupported(e)) return false;
+    return true;
+  }
+  if (s.IsToken()) return true;
+  return IsSupportedType(s.element_type());
+}
+
+std::string FirstUnsupportedType(const Shape& s) {
+  if (s.IsTuple()) {
+    for (const Shape& e : s.tuple_shapes()) {
+      std::string t = FirstUnsupportedType(e);
+      if (!t.empty()) return t;
+    }
+    return "";
+  }
+  if (s.IsToken() || IsSupportedType(s.element_type())) return "";
+  return std::string(PrimitiveTypeName(s.element_type()));
+}
+
+Status NotSupported(const Instruction& instr) {
+  return InstrError(instr, std::string(OpcodeName(instr.opcode())) +
+                               " is not supported by the interpreter");
+}
+
+StatusOr<Literal> EvalTuple(KernelArgs& k) {
+  std::vector<Literal> elems;
+  elems.reserve(k.ops.size());
+  for (size_t i = 0; i < k.ops.size(); ++i)
+    elems.push_back(k.donatable[i] ? std::move(*k.ops[i]) : *k.ops[i]);
+  return Literal::MakeTuple(std::move(elems));
+}
+
+StatusOr<Literal> EvalGetTupleElement(KernelArgs& k) {
+  const Literal& t = k.op(0);
+  int64_t i = k.instr.attrs().tuple_index;
+  if (!t.shape().IsTuple() || i < 0 || i >= static_cast<int64_t>(t.elements().size()))
+    return InstrError(k.instr, "tuple index " + std::to_string(i) + " out of range for " +
+                                   t.shape().ToString(false));
+  if (k.donatable[0]) return std::move(k.ops[0]->elements()[i]);
+  return t.elements()[i];
+}
+
+StatusOr<Literal> EvalWhile(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  if (instr.called_computations().size() < 2)
+    return InstrError(instr, "while needs a condition and a body");
+  Literal state = k.donatable[0] ? std::move(*k.ops[0]) : *k.ops[0];
+  for (int64_t iter = 0;; ++iter) {
+    MS_ASSIGN_OR_RETURN(Literal pred, k.interp.Call(*instr.while_condition(), {&state}));
+    if (!pred.shape().IsArray() || pred.element_type() != PrimitiveType::PRED ||
+        pred.element_count() != 1)
+      return InstrError(instr, "while condition must return pred[]");
+    if (pred.data<uint8_t>()[0] == 0) break;
+    std::vector<Literal> args;
+    args.push_back(std::move(state));
+    MS_ASSIGN_OR_RETURN(state, k.interp.Run(*instr.while_body(), std::move(args)));
+  }
+  return state;
+}
+
+StatusOr<Literal> EvalConditional(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  const auto& branches = instr.called_computations();
+  if (branches.empty()) return InstrError(instr, "conditional has no branches");
+  const Literal& selector = k.op(0);
+  int64_t branch;
+  if (selector.element_type() == PrimitiveType::PRED) {
+    // pred: true runs the first computation, false the second.
+    branch = selector.data<uint8_t>()[0] ? 0 : 1;
+  } else {
+    branch = ScalarIndex(selector);
+    // XLA: an out-of-range index selects the last branch.
+    if (branch < 0 || branch >= static_cast<int64_t>(branches.size()))
+      branch = static_cast<int64_t>(branches.size()) - 1;
+  }
+  if (branch >= static_cast<int64_t>(branches.size()) ||
+      branch + 1 >= static_cast<int64_t>(k.ops.size()))
+    return InstrError(instr, "conditional branch " + std::to_string(branch) + " has no operand");
+  std::vector<Literal> args;
+  args.push_back(k.donatable[branch + 1] ? std::move(*k.ops[branch + 1]) : *k.ops[branch + 1]);
+  return k.interp.Run(*branches[branch], std::move(args));
+}
+
+StatusOr<Literal> EvalCall(KernelArgs& k) {
+  if (k.instr.to_apply() == nullptr) return InstrError(k.instr, "call has no computation");
+  std::vector<Literal> args;
+  for (size_t i = 0; i < k.ops.size(); ++i)
+    args.push_back(k.donatable[i] ? std::move(*k.ops[i]) : *k.ops[i]);
+  return k.interp.Run(*k.instr.to_apply(), std::move(args));
+}
+
+StatusOr<Literal> EvalCopyLike(KernelArgs& k) {
+  if (k.donatable[0]) return std::move(*k.ops[0]);
+  return *k.ops[0];
+}
+
+StatusOr<Literal> Dispatch(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  switch (instr.opcode()) {
+    case Opcode::kParameter:
+      return InstrError(instr, "internal: parameter dispatched as a kernel");
+    case Opcode::kConstant:
+      if (!instr.has_literal()) return InstrError(instr, "constant has no value");
+      return instr.literal();
+    case Opcode::kIota: return EvalIota(k);
+    case Opcode::kPartitionId: {
+      Literal l(Shape(PrimitiveType::U32, {}));
+      l.data<uint32_t>()[0] = static_cast<uint32_t>(k.interp.ctx().partition_id);
+      return l;
+    }
+    case Opcode::kReplicaId: {
+      Literal l(Shape(PrimitiveType::U32, {}));
+      l.data<uint32_t>()[0] = static_cast<uint32_t>(k.interp.ctx().replica_id);
+      return l;
+    }
+    case Opcode::kAfterAll: return Literal(Shape::Token());
+
+    case Opcode::kAbs: case Opcode::kCbrt: case Opcode::kCeil: case Opcode::kClz:
+    case Opcode::kCos: case Opcode::kErf: case Opcode::kExp: case Opcode::kExpm1:
+    case Opcode::kFloor: case Opcode::kIsFinite: case Opcode::kLog: case Opcode::kLog1p:
+    case Opcode::kLogistic: case Opcode::kNegate: case Opcode::kNot: case Opcode::kPopcnt:
+    case Opcode::kRoundNearestAfz: case Opcode::kRoundNearestEven: case Opcode::kRsqrt:
+    case Opcode::kSign: case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan:
+    case Opcode::kTanh:
+      return EvalUnary(k);
+    case Opcode::kCopy: return EvalCopyLike(k);
+    case Opcode::kConvert: return EvalConvert(k);
+    case Opcode::kReducePrecision: return EvalReducePrecision(k);
+    case Opcode::kImag: case Opcode::kReal: case Opcode::kComplex:
+    case Opcode::kStochasticConvert:
+      return NotSupported(instr);
+
+    case Opcode::kAdd: case Opcode::kAnd: case Opcode::kAtan2: case Opcode::kDivide:
+    case Opcode::kMaximum: case Opcode::kMinimum: case Opcode::kMultiply: case Opcode::kOr:
+    case Opcode::kPower: case Opcode::kRemainder: case Opcode::kShiftLeft:
+    case Opcode::kShiftRightArithmetic: case Opcode::kShiftRightLogical:
+    case Opcode::kSubtract: case Opcode::kXor:
+      return EvalBinary(k);
+    case Opcode::kCompare: return EvalCompare(k);
+    case Opcode::kSelect: return EvalSelect(k);
+    case Opcode::kClamp: return EvalClamp(k);
+
+    case Opcode::kBitcast: case Opcode::kReshape: return EvalReshape(k);
+    case Opcode::kBitcastConvert: return EvalBitcastConvert(k);
+    case Opcode::kBroadcast: return EvalBroadcast(k);
+    case Opcode::kTranspose: return EvalTranspose(k);
+    case Opcode::kSlice: return EvalSlice(k);
+    case Opcode::kDynamicSlice: return EvalDynamicSlice(k);
+    case Opcode::kDynamicUpdateSlice: return EvalDynamicUpdateSlice(k);
+    case Opcode::kPad: return EvalPad(k);
+    case Opcode::kConcatenate: return EvalConcatenate(k);
+    case Opcode::kReverse: return EvalReverse(k);
+    case Opcode::kGather: return EvalGather(k);
+    case Opcode::kScatter: return EvalScatter(k);
+
+    case Opcode::kReduce: return EvalReduce(k);
+    case Opcode::kReduceWindow: return EvalReduceWindow(k);
+    case Opcode::kSelectAndScatter: return EvalSelectAndScatter(k);
+    case Opcode::kSort: return EvalSort(k);
+    case Opcode::kMap: return EvalMap(k);
+
+    case Opcode::kDot: return EvalDot(k);
+    case Opcode::kConvolution: return EvalConvolution(k);
+    case Opcode::kBatchNormTraining: return EvalBatchNormTraining(k);
+    case Opcode::kBatchNormInference: return EvalBatchNormInference(k);
+    case Opcode::kBatchNormGrad: return EvalBatchNormGrad(k);
+    case Opcode::kRaggedDot: case Opcode::kFft: case Opcode::kCholesky:
+    case Opcode::kTriangularSolve:
+      return NotSupported(instr);
+
+    case Opcode::kTuple: return EvalTuple(k);
+    case Opcode::kGetTupleElement: return EvalGetTupleElement(k);
+    case Opcode::kWhile: return EvalWhile(k);
+    case Opcode::kConditional: return EvalConditional(k);
+    case Opcode::kCall: return EvalCall(k);
+    case Opcode::kCustomCall: return EvalCustomCall(k);
+    case Opcode::kOptimizationBarrier: case Opcode::kDomain: return EvalCopyLike(k);
+    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRngGetAndUpdateState:
+      return NotSupported(instr);
+    case Opcode::kRng: return EvalRng(k);
+    case Opcode::kRngBitGenerator: return EvalRngBitGenerator(k);
+
+    case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
+    case Opcode::kAllToAll: case Opcode::kCollectivePermute:
+      return EvalCollective(k);
+  }
+  return NotSupported(instr);
+}
+
+}  // namespace
+
+Literal KernelArgs::TakeOrAllocate(int i) const {
+  if (i < static_cast<int>(ops.size()) && donatable[i] && ops[i]->shape().IsArray() &&
+      ops[i]->shape().Compatible(instr.shape())) {
+    Literal out = std::move(*ops[i]);
+    return out;
+  }
+  return Literal(instr.shape());
+}
+
+const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
+  auto it = plans_.find(&c);
+  if (it != plans_.end()) return it->second;
+  Plan plan;
+  // Only instructions the root depends on run; dead code is skipped.
+  std::unordered_set<const Instruction*> live;
+  std::vector<const Instruction*> stack;
+  if (c.root() != nullptr) {
+    stack.push_back(c.root());
+    live.insert(c.root());
+  }
+  while (!stack.empty()) {
+    const Instruction* i = stack.back();
+    stack.pop_back();
+    for (const Instruction* o : i->operands())
+      if (live.insert(o).second) stack.push_back(o);
+    for (const Instruction* o : i->control_predecessors())
+      if (live.insert(o).second) stack.push_back(o);
+  }
+  for (const Instruction* i : c.MakePostOrder()) {
+    if (!live.count(i)) continue;
+    plan.slot[i] = static_cast<int>(plan.order.size());
+    plan.order.push_back(i);
+  }
+  plan.uses.assign(plan.order.size(), 0);
+  for (const Instruction* i : plan.order)
+    for (const Instruction* o : i->operands()) plan.uses[plan.slot.at(o)]++;
+  if (c.root() != nullptr) plan.uses[plan.slot.at(c.root())]++;
+  return plans_.emplace(&c, std::move(plan)).first->second;
+}
+
+StatusOr<Literal> Interpreter::Run(const Computation& c, std::vector<Literal> owned,
+                                   const std::vector<const Literal*>& borrowed) {
+  if (c.root() == nullptr)
+    return Status::Error("computation " + c.name() + " has no root", c.loc());
+  const Plan& plan = GetPlan(c);
+  size_t n_args = borrowed.empty() ? owned.size() : borrowed.size();
+  if (n_args != static_cast<size_t>(c.parameter_count()))
+    return Status::Error("computation " + c.name() + " takes " +
+                             std::to_string(c.parameter_count()) + " arguments, got " +
+                             std::to_string(n_args),
+                         c.loc());
+  size_t n = plan.order.size();
+  std::vector<Literal> values(n);
+  std::vector<Literal*> ptr(n, nullptr);
+  std::vector<bool> owned_slot(n, true);
+  std::vector<int> remaining = plan.uses;
+  for (size_t s = 0; s < n; ++s) {
+    const Instruction& instr = *plan.order[s];
+    if (instr.opcode() == Opcode::kParameter) {
+      int64_t p = instr.attrs().parameter_number;
+      if (p < 0 || static_cast<size_t>(p) >= n_args)
+        return InstrError(instr, "parameter number out of range");
+      const Literal* arg = borrowed.empty() ? &owned[p] : borrowed[p];
+      if (!arg->shape().Compatible(instr.shape()))
+        return InstrError(instr, "argument has shape " + arg->shape().ToString(false) +
+                                     " but the parameter is " + instr.shape().ToString(false));
+      if (borrowed.empty()) {
+        values[s] = std::move(owned[p]);
+        ptr[s] = &values[s];
+      } else {
+        ptr[s] = const_cast<Literal*>(arg);
+        owned_slot[s] = false;
+      }
+      continue;
+    }
+    if (!ShapeSupported(instr.shape()))
+      return InstrError(instr, "element type " + FirstUnsupportedType(instr.shape()) +
+                                   " is not supported by the interpreter");
+    KernelArgs k{instr, {}, {}, *this};
+    k.ops.reserve(instr.operand_count());
+    for (const Instruction* o : instr.operands()) {
+      int os = plan.slot.at(o);
+      k.ops.push_back(ptr[os]);
+      if (!ShapeSupported(o->shape()))
+        return InstrError(instr, "element type " + FirstUnsupportedType(o->shape()) +
+                                     " is not supported by the interpreter");
+      bool once = std::count(instr.operands().begin(), instr.operands().end(), o) == 1;
+      k.donatable.push_back(owned_slot[os] && once && remaining[os] == 1);
+    }
+    StatusOr<Literal> r = Dispatch(k);
+    if (!r.ok()) return r.status();
+    values[s] = std::move(r).value();
+    ptr[s] = &values[s];
+    for (const Instruction* o : instr.operands()) {
+      int os = plan.slot.at(o);
+      if (--remaining[os] == 0 && owned_slot[os]) values[os] = Literal();
+    }
+  }
+  int root = plan.slot.at(c.root());
+  if (!owned_slot[root]) return *ptr[root];
+  return std::move(values[root]);
+}
+
+// ---- shared helpers --------------------------------------------------------
+
+Status InstrError(const Instruction& instr, const std::string& message) {
+  return Status::Error(message + " (in %" + instr.name() + " = " +
+                           std::string(OpcodeName(instr.opcode())) + ")",
+                       instr.loc());
+}
+
+bool IsSupportedType(PrimitiveType t) {
+  switch (t) {
+    case PrimitiveType::PRED: case PrimitiveType::S8: case PrimitiveType::S16:
+    case PrimitiveType::S32: case PrimitiveType::S64: case PrimitiveType::U8:
+    case PrimitiveType::U16: case PrimitiveType::U32: case PrimitiveType::U64:
+    case PrimitiveType::F16: case PrimitiveType::BF16: case PrimitiveType::F32:
+    case PrimitiveType::F64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+Literal WidenToF32(const Literal& lit) {
+  Shape s = lit.shape();
+  s.set_element_type(PrimitiveType::F32);
+  s.set_layout(std::nullopt);
+  Literal out(s);
+  const uint16_t* in = lit.data<uint16_t>();
+  float* o = out.data<float>();
+  int64_t n = lit.element_count();
+  if (lit.element_type() == PrimitiveType::BF16) {
+    for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = F16ToF32(in[i]);
+  }
+  return out;
+}
+
+Literal NarrowFromF32(const Literal& f32, PrimitiveType to) {
+  Shape s = f32.shape();
+  s.set_element_type(to);
+  Literal out(s);
+  const float* in = f32.data<float>();
+  uint16_t* o = out.data<uint16_t>();
+  int64_t n = f32.element_count();
+  if (to == PrimitiveType::BF16) {
+    for (int64_t i = 0; i < n; ++i) o[i] = F32ToBf16(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = F32ToF16(in[i]);
+  }
+  return out;
+}
+
+Literal ElementAsScalar(const Literal& lit, int64_t i) {
+  Literal s(Shape(lit.element_type(), {}));
+  int64_t w = ByteWidth(lit.element_type());
+  std::memcpy(s.raw(), lit.raw() + i * w, w);
+  return s;
+}
+
+void StoreScalar(const Literal& scalar, Literal& lit, int64_t i) {
+  int64_t w = ByteWidth(lit.element_type());
+  std::memcpy(lit.raw() + i * w, scalar.raw(), w);
+}
+
+int64_t ScalarIndex(const Literal& lit) {
+  if (lit.element_type() == PrimitiveType::U64)
+    return static_cast<int64_t>(std::min<uint64_t>(lit.data<uint64_t>()[0], INT64_MAX));
+  return lit.GetInt(0);
+}
+
+ReducerKind ClassifyReducer(const Computation* c) {
+  if (c == nullptr || c->parameter_count() != 2) return ReducerKind::kNone;
+  const Instruction* root = c->root();
+  if (root == nullptr || root->operand_count() != 2 || !root->shape().IsArray() ||
+      root->shape().rank() != 0)
+    return ReducerKind::kNone;
+  const Instruction* a = root->operand(0);
+  const Instruction* b = root->operand(1);
+  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter ||
+      a == b)
+    return ReducerKind::kNone;
+  // Parameters must have the root's type (no converts hidden in the reducer).
+  if (a->shape().element_type() != root->shape().element_type() ||
+      b->shape().element_type() != root->shape().element_type())
+    return ReducerKind::kNone;
+  switch (root->opcode()) {
+    case Opcode::kAdd: return ReducerKind::kAdd;
+    case Opcode::kMultiply: return ReducerKind::kMul;
+    case Opcode::kMaximum: return ReducerKind::kMax;
+    case Opcode::kMinimum: return ReducerKind::kMin;
+    case Opcode::kAnd: return ReducerKind::kAnd;
+    case Opcode::kOr: return ReducerKind::kOr;
+    case Opcode::kXor: return ReducerKind::kXor;
+    default: return ReducerKind::kNone;
+  }
+}
+
+}  // namespace interp
+
+StatusOr<Literal> Evaluate(const Computation& computation, std::vector<Literal> args,
+                           const EvalContext& ctx) {
+  if (args.size() != static_cast<size_t>(computation.parameter_count()))
+    return Status::Error("computation " + computation.name() + " takes " +
+                         std::to_string(computation.parameter_count()) + " arguments, got " +
+                         std::to_string(args.size()));
+  for (int i = 0; i < computation.parameter_count(); ++i) {
+    const Instruction* p = computation.parameter(i);
+    if (p == nullptr) continue;
+    if (!args[i].shape().Compatible(p->shape()))
+      return Status::Error("parameter " + std::to_string(i) + " (%" + p->name() + ") is " +
+                               p->shape().ToString(false) + " but the argument is " +
+                               args[i].shape().ToString(false),
+                           p->loc());
+  }
+  interp::Interpreter interpreter(ctx);
+  return interpreter.Run(computation, std::move(args));
+}
+
+StatusOr<Literal> EvaluateModule(const Module& module, std::vector<Literal> args,
+                                 const EvalContext& ctx) {
+  if (module.entry() == nullptr) return Status::Error("module has no entry computation");
+  return Evaluate(*module.entry(), std::move(args), ctx);
+}
+
+StatusOr<Literal> ApplyReducer(const Computation& reducer, const Literal& a, const Literal& b) {
+  if (!a.shape().Compatible(b.shape()) || !a.shape().IsArray())
+    return Status::Error("ApplyReducer: operands " + a.shape().ToString(false) + " and " +
+                         b.shape().ToString(false) + " differ");
+  PrimitiveType t = a.element_type();
+  interp::ReducerKind kind = interp::ClassifyReducer(&reducer);
+  int64_t n = a.element_count();
+  if (kind != interp::ReducerKind::kNone && !interp::Is16BitFloat(t) &&
+      !(t == PrimitiveType::PRED &&
+        (kind == interp::ReducerKind::kAdd || kind == interp::ReducerKind::kMul))) {
+    Literal out(a.shape());
+    interp::DispatchCompute(t, [&]<typename T>() {
+      const T* x = a.data<T>();
+      const T* y = b.data<T>();
+      T* o = out.data<T>();
+      for (int64_t i = 0; i < n; ++i) o[i] = interp::ApplyReducerKind<T>(kind, x[i], y[i]);
+    });
+    return out;
+  }
+  interp::Interpreter interpreter(EvalContext{});
+  Literal out(a.shape());
+  for (int64_t i = 0; i < n; ++i) {
+    Literal x = interp::ElementAsScalar(a, i), y = interp::ElementAsScalar(b, i);
+    MS_ASSIGN_OR_RETURN(Literal r, interpreter.Call(reducer, {&x, &y}));
+    if (!r.shape().IsArray() || r.element_type() != t)
+      return Status::Error("ApplyReducer: reducer " + reducer.name() + " returns " +
+                           r.shape().ToString(false));
+    interp::StoreScalar(r, out, i);
+  }
+  return out;
+}
+
+}  // namespace meshsplit

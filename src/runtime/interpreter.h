@@ -1,0 +1,58 @@
+// The reference interpreter: evaluates a computation of the IR on one device
+// with dense row-major Literals. Dot and convolution go through BLAS
+// (cblas_sgemm/dgemm); elementwise ops run typed loops on contiguous buffers.
+// bf16/f16 values are computed in f32 and rounded to nearest even on store.
+// A partitioned module runs as one interpreter per device, its collectives
+// going through EvalContext::collectives.
+//
+// Semantics follow XLA's HloEvaluator where XLA defines them, notably:
+//  - integer x / 0 = -1 (all ones for unsigned), x % 0 = x, INT_MIN / -1 =
+//    INT_MIN, INT_MIN % -1 = 0; shifts by >= the bit width give 0 (or the
+//    sign fill for shift-right-arithmetic);
+//  - convert float -> integer saturates, NaN -> 0;
+//  - dynamic-slice / dynamic-update-slice clamp start indices into range,
+//    gather clamps its starts, scatter skips out-of-bounds update windows;
+//  - conditional with an out-of-range branch index runs the last branch.
+// Unsupported ops (fft, cholesky, triangular-solve, complex and f8 types...)
+// return an error that names the instruction.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/computation.h"
+#include "ir/literal.h"
+#include "ir/module.h"
+#include "runtime/collective_ops.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+struct EvalContext {
+  int64_t partition_id = 0;
+  int64_t replica_id = 0;
+  // Backend for collectives; nullptr = single device (groups of one).
+  CollectiveOps* collectives = nullptr;
+  // Seed of the deterministic generator behind `rng`.
+  uint64_t rng_seed = 42;
+};
+
+// Evaluates `computation` with `args` bound to its parameters (moved in, so
+// the interpreter may reuse their buffers). Shapes of args must match the
+// parameters (element type and dimensions), else an error naming the
+// parameter.
+StatusOr<Literal> Evaluate(const Computation& computation, std::vector<Literal> args,
+                           const EvalContext& ctx = {});
+
+// Evaluates the module's entry computation.
+StatusOr<Literal> EvaluateModule(const Module& module, std::vector<Literal> args,
+                                 const EvalContext& ctx = {});
+
+// Combines two arrays of the same shape elementwise with a scalar reducer
+// computation (e.g. the to_apply of an all-reduce): result[i] =
+// reducer(a[i], b[i]). Fast for add/multiply/maximum/minimum/and/or reducers.
+// For collectives backends.
+StatusOr<Literal> ApplyReducer(const Computation& reducer, const Literal& a,
+                               const Literal& b);
+
+}  // namespace meshsplit

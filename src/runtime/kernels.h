@@ -1,0 +1,216 @@
+// Internal to src/runtime: the interface between the interpreter driver
+// (interpreter.cc) and the kernels, which are split by op family into
+// kernels_*.cc. Also small shared helpers: typed dispatch, index iteration,
+// f32 staging of 16-bit floats and recognition of simple reducer
+// computations (the fast paths of reduce, reduce-window, scatter, ...).
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/computation.h"
+#include "ir/instruction.h"
+#include "ir/literal.h"
+#include "runtime/interpreter.h"
+#include "support/float16.h"
+#include "support/status.h"
+
+namespace meshsplit::interp {
+
+class Interpreter {
+ public:
+  explicit Interpreter(const EvalContext& ctx) : ctx_(ctx), rng_(ctx.rng_seed) {}
+
+  // Evaluates `c`. `owned` are moved-in arguments (their buffers may be
+  // reused); when `borrowed` is non-empty it is used instead and left intact.
+  StatusOr<Literal> Run(const Computation& c, std::vector<Literal> owned,
+                        const std::vector<const Literal*>& borrowed = {});
+  // Convenience: borrows `args`.
+  StatusOr<Literal> Call(const Computation& c, const std::vector<const Literal*>& args) {
+    return Run(c, {}, args);
+  }
+
+  const EvalContext& ctx() const { return ctx_; }
+  std::mt19937_64& rng() { return rng_; }
+
+ private:
+  struct Plan {
+    std::vector<const Instruction*> order;  // live instructions, operands first
+    std::unordered_map<const Instruction*, int> slot;
+    std::vector<int> uses;  // per slot: operand uses (+1 for the root)
+  };
+  const Plan& GetPlan(const Computation& c);
+
+  EvalContext ctx_;
+  std::mt19937_64 rng_;
+  std::unordered_map<const Computation*, Plan> plans_;
+};
+
+// What a kernel gets: the instruction, its operand values, and whether each
+// operand's buffer may be taken (this is its last use).
+struct KernelArgs {
+  const Instruction& instr;
+  std::vector<Literal*> ops;
+  std::vector<bool> donatable;
+  Interpreter& interp;
+
+  const Literal& op(int i) const { return *ops[i]; }
+  const Shape& shape() const { return instr.shape(); }
+  // Takes operand i's buffer when allowed and it already has the result's
+  // array shape; otherwise a fresh zeroed literal of the result shape.
+  Literal TakeOrAllocate(int i) const;
+};
+
+// Kernel entry points, one per op or small group of ops.
+// kernels_elementwise.cc
+StatusOr<Literal> EvalUnary(KernelArgs& k);
+StatusOr<Literal> EvalBinary(KernelArgs& k);
+StatusOr<Literal> EvalCompare(KernelArgs& k);
+StatusOr<Literal> EvalSelect(KernelArgs& k);
+StatusOr<Literal> EvalClamp(KernelArgs& k);
+StatusOr<Literal> EvalConvert(KernelArgs& k);
+StatusOr<Literal> EvalBitcastConvert(KernelArgs& k);
+StatusOr<Literal> EvalReducePrecision(KernelArgs& k);
+StatusOr<Literal> EvalIota(KernelArgs& k);
+// kernels_data_movement.cc
+StatusOr<Literal> EvalBroadcast(KernelArgs& k);
+StatusOr<Literal> EvalReshape(KernelArgs& k);  // reshape and bitcast
+StatusOr<Literal> EvalTranspose(KernelArgs& k);
+StatusOr<Literal> EvalSlice(KernelArgs& k);
+StatusOr<Literal> EvalDynamicSlice(KernelArgs& k);
+StatusOr<Literal> EvalDynamicUpdateSlice(KernelArgs& k);
+StatusOr<Literal> EvalPad(KernelArgs& k);
+StatusOr<Literal> EvalConcatenate(KernelArgs& k);
+StatusOr<Literal> EvalReverse(KernelArgs& k);
+// kernels_reduce.cc
+StatusOr<Literal> EvalReduce(KernelArgs& k);
+StatusOr<Literal> EvalReduceWindow(KernelArgs& k);
+StatusOr<Literal> EvalSelectAndScatter(KernelArgs& k);
+StatusOr<Literal> EvalSort(KernelArgs& k);
+StatusOr<Literal> EvalMap(KernelArgs& k);
+// kernels_dot_conv.cc
+StatusOr<Literal> EvalDot(KernelArgs& k);
+StatusOr<Literal> EvalConvolution(KernelArgs& k);
+StatusOr<Literal> EvalBatchNormTraining(KernelArgs& k);
+StatusOr<Literal> EvalBatchNormInference(KernelArgs& k);
+StatusOr<Literal> EvalBatchNormGrad(KernelArgs& k);
+// kernels_gather_scatter.cc
+StatusOr<Literal> EvalGather(KernelArgs& k);
+StatusOr<Literal> EvalScatter(KernelArgs& k);
+// kernels_control.cc
+StatusOr<Literal> EvalRng(KernelArgs& k);
+StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k);
+StatusOr<Literal> EvalCustomCall(KernelArgs& k);
+StatusOr<Literal> EvalCollective(KernelArgs& k);
+
+// ---- helpers ---------------------------------------------------------------
+
+// "error in %name (opcode): message", located at the instruction.
+Status InstrError(const Instruction& instr, const std::string& message);
+
+// Element types the kernels compute on natively.
+bool IsSupportedType(PrimitiveType t);
+inline bool Is16BitFloat(PrimitiveType t) {
+  return t == PrimitiveType::F16 || t == PrimitiveType::BF16;
+}
+
+// Copies `lit` converted to f32 (REQUIRES: f16 or bf16) and back with
+// round-to-nearest-even.
+Literal WidenToF32(const Literal& lit);
+Literal NarrowFromF32(const Literal& f32, PrimitiveType to);
+inline float RoundTo16(float v, PrimitiveType t) {
+  return t == PrimitiveType::BF16 ? Bf16ToF32(F32ToBf16(v)) : F16ToF32(F32ToF16(v));
+}
+
+// Converts every element of an array literal to `to` with XLA's convert
+// semantics (float -> int saturating, NaN -> 0; x -> pred is x != 0).
+Literal ConvertLiteral(const Literal& in, PrimitiveType to);
+
+// A scalar literal holding element `i` of `lit`, and the reverse.
+Literal ElementAsScalar(const Literal& lit, int64_t i);
+void StoreScalar(const Literal& scalar, Literal& lit, int64_t i);
+// Reads an integer scalar (any integer type) as int64.
+int64_t ScalarIndex(const Literal& lit);
+
+// Calls `f.template operator()<T>()` with T the storage type of `t` (pred as
+// uint8_t, f16/bf16 as uint16_t). Returns false for unsupported types.
+template <typename F>
+bool DispatchStorage(PrimitiveType t, F&& f) {
+  switch (t) {
+    case PrimitiveType::PRED: case PrimitiveType::U8: f.template operator()<uint8_t>(); return true;
+    case PrimitiveType::S8: f.template operator()<int8_t>(); return true;
+    case PrimitiveType::S16: f.template operator()<int16_t>(); return true;
+    case PrimitiveType::S32: f.template operator()<int32_t>(); return true;
+    case PrimitiveType::S64: f.template operator()<int64_t>(); return true;
+    case PrimitiveType::U16: case PrimitiveType::F16: case PrimitiveType::BF16:
+      f.template operator()<uint16_t>(); return true;
+    case PrimitiveType::U32: f.template operator()<uint32_t>(); return true;
+    case PrimitiveType::U64: f.template operator()<uint64_t>(); return true;
+    case PrimitiveType::F32: f.template operator()<float>(); return true;
+    case PrimitiveType::F64: f.template operator()<double>(); return true;
+    default: return false;
+  }
+}
+
+// Like DispatchStorage but for types computed directly (not f16/bf16, which
+// callers stage through f32).
+template <typename F>
+bool DispatchCompute(PrimitiveType t, F&& f) {
+  if (Is16BitFloat(t)) return false;
+  return DispatchStorage(t, std::forward<F>(f));
+}
+
+// Advances a row-major multi-index; returns false after the last one.
+inline bool NextIndex(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  for (int d = static_cast<int>(dims.size()) - 1; d >= 0; --d) {
+    if (++idx[d] < dims[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+// Copies elements of width `elem` bytes: for every index I over `dims`,
+// dst[dst_base + I.dst_strides] = src[src_base + I.src_strides] (offsets and
+// strides in elements; strides may be 0 or negative).
+void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, int64_t src_base,
+                 uint8_t* dst, const std::vector<int64_t>& dst_strides, int64_t dst_base,
+                 const std::vector<int64_t>& dims, int64_t elem);
+
+// A reducer computation recognised as one binary op of its two parameters.
+enum class ReducerKind { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kXor };
+ReducerKind ClassifyReducer(const Computation* c);
+
+// Applies a recognised reducer to two values of compute type T.
+template <typename T>
+inline T ApplyReducerKind(ReducerKind kind, T a, T b) {
+  switch (kind) {
+    case ReducerKind::kAdd: return static_cast<T>(a + b);
+    case ReducerKind::kMul: return static_cast<T>(a * b);
+    case ReducerKind::kMax:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (a != a) return a;
+        if (b != b) return b;
+      }
+      return a > b ? a : b;
+    case ReducerKind::kMin:
+      if constexpr (std::is_floating_point_v<T>) {
+        if (a != a) return a;
+        if (b != b) return b;
+      }
+      return a < b ? a : b;
+    case ReducerKind::kAnd:
+      if constexpr (std::is_integral_v<T>) return a & b; else return (a != 0 && b != 0) ? 1 : 0;
+    case ReducerKind::kOr:
+      if constexpr (std::is_integral_v<T>) return a | b; else return (a != 0 || b != 0) ? 1 : 0;
+    case ReducerKind::kXor:
+      if constexpr (std::is_integral_v<T>) return a ^ b; else return (a != 0) != (b != 0) ? 1 : 0;
+    case ReducerKind::kNone: break;
+  }
+  return a;
+}
+
+}  // namespace meshsplit::interp

@@ -1,0 +1,393 @@
+// Data-movement kernels: broadcast, reshape/bitcast, transpose, slice,
+// dynamic-slice, dynamic-update-slice, pad, concatenate and reverse. They are
+// type-agnostic: each becomes one StridedCopy over element bytes, with
+// contiguous runs copied by memcpy. Every kernel checks its attributes against
+// the operand shapes first, so an unverified module cannot read out of bounds.
+#include <algorithm>
+#include <cstring>
+
+#include "runtime/kernels.h"
+
+namespace meshsplit::interp {
+namespace {
+
+template <typename T>
+void CopyRun(const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds, int64_t n) {
+  const T* s = reinterpret_cast<const T*>(src);
+  T* d = reinterpret_cast<T*>(dst);
+  for (int64_t i = 0; i < n; ++i) d[i * ds] = s[i * ss];
+}
+
+void CopyElements(const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds, int64_t n,
+                  int64_t elem) {
+  if (ss == 1 && ds == 1) {
+    std::memcpy(dst, src, n * elem);
+    return;
+  }
+  switch (elem) {
+    case 1: CopyRun<uint8_t>(src, ss, dst, ds, n); return;
+    case 2: CopyRun<uint16_t>(src, ss, dst, ds, n); return;
+    case 4: CopyRun<uint32_t>(src, ss, dst, ds, n); return;
+    case 8: CopyRun<uint64_t>(src, ss, dst, ds, n); return;
+    default:
+      for (int64_t i = 0; i < n; ++i) std::memcpy(dst + i * ds * elem, src + i * ss * elem, elem);
+  }
+}
+
+std::string DimsString(const std::vector<int64_t>& d) {
+  std::string s = "[";
+  for (size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + std::to_string(d[i]);
+  return s + "]";
+}
+
+// Output literal of the instruction's shape, with the operand's element type
+// checked.
+StatusOr<Literal> AllocateLike(const KernelArgs& k, const Literal& operand) {
+  if (!k.shape().IsArray() || k.shape().element_type() != operand.element_type())
+    return InstrError(k.instr, "result " + k.shape().ToString(false) +
+                                   " does not match the operand type " +
+                                   operand.shape().ToString(false));
+  return Literal(k.shape());
+}
+
+}  // namespace
+
+void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, int64_t src_base,
+                 uint8_t* dst, const std::vector<int64_t>& dst_strides, int64_t dst_base,
+                 const std::vector<int64_t>& dims, int64_t elem) {
+  for (int64_t d : dims)
+    if (d <= 0) return;
+  int r = static_cast<int>(dims.size());
+  if (r == 0) {
+    std::memcpy(dst + dst_base * elem, src + src_base * elem, elem);
+    return;
+  }
+  // Drop size-1 dimensions and merge dimensions that are contiguous in both
+  // source and destination, so inner runs are as long as possible.
+  std::vector<int64_t> m_dims, m_src, m_dst;
+  for (int i = 0; i < r; ++i) {
+    if (dims[i] == 1) continue;
+    if (!m_dims.empty() && m_src.back() == src_strides[i] * dims[i] &&
+        m_dst.back() == dst_strides[i] * dims[i]) {
+      m_dims.back() *= dims[i];
+      m_src.back() = src_strides[i];
+      m_dst.back() = dst_strides[i];
+      continue;
+    }
+    m_dims.push_back(dims[i]);
+    m_src.push_back(src_strides[i]);
+    m_dst.push_back(dst_strides[i]);
+  }
+  if (m_dims.empty()) {
+    std::memcpy(dst + dst_base * elem, src + src_base * elem, elem);
+    return;
+  }
+  int mr = static_cast<int>(m_dims.size());
+  int64_t inner = m_dims[mr - 1], ss = m_src[mr - 1], ds = m_dst[mr - 1];
+  std::vector<int64_t> outer_dims(m_dims.begin(), m_dims.end() - 1);
+  std::vector<int64_t> idx(outer_dims.size(), 0);
+  int64_t so = src_base, dof = dst_base;
+  while (true) {
+    CopyElements(src + so * elem, ss, dst + dof * elem, ds, inner, elem);
+    // Advance the odometer and the two offsets incrementally.
+    int d = static_cast<int>(outer_dims.size()) - 1;
+    for (; d >= 0; --d) {
+      so += m_src[d];
+      dof += m_dst[d];
+      if (++idx[d] < outer_dims[d]) break;
+      so -= m_src[d] * outer_dims[d];
+      dof -= m_dst[d] * outer_dims[d];
+      idx[d] = 0;
+    }
+    if (d < 0) break;
+  }
+}
+
+StatusOr<Literal> EvalBroadcast(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& map = k.instr.attrs().dimensions;
+  const auto& out_dims = k.shape().dimensions();
+  if (map.size() != in.shape().dimensions().size())
+    return InstrError(k.instr, "broadcast dimensions " + DimsString(map) + " do not match operand rank " +
+                                   std::to_string(in.shape().rank()));
+  std::vector<int64_t> in_strides = RowMajorStrides(in.shape().dimensions());
+  std::vector<int64_t> src_strides(out_dims.size(), 0);
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (map[i] < 0 || map[i] >= static_cast<int64_t>(out_dims.size()) ||
+        out_dims[map[i]] != in.shape().dimensions(i))
+      return InstrError(k.instr, "broadcast dimensions " + DimsString(map) + " do not map " +
+                                     in.shape().ToString(false) + " into " +
+                                     k.shape().ToString(false));
+    src_strides[map[i]] = in_strides[i];
+  }
+  int64_t elem = ByteWidth(in.element_type());
+  if (in.element_count() == 1) {
+    // Fill by doubling memcpy: fast for any element width.
+    int64_t total = out.size_bytes();
+    if (total == 0) return out;
+    std::memcpy(out.raw(), in.raw(), elem);
+    int64_t filled = elem;
+    while (filled < total) {
+      int64_t n = std::min(filled, total - filled);
+      std::memcpy(out.raw() + filled, out.raw(), n);
+      filled += n;
+    }
+    return out;
+  }
+  StridedCopy(in.raw(), src_strides, 0, out.raw(), RowMajorStrides(out_dims), 0, out_dims, elem);
+  return out;
+}
+
+StatusOr<Literal> EvalReshape(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  if (!k.shape().IsArray() || in.element_count() != k.shape().ElementCount() ||
+      ByteWidth(in.element_type()) != ByteWidth(k.shape().element_type()))
+    return InstrError(k.instr, "cannot reshape " + in.shape().ToString(false) + " to " +
+                                   k.shape().ToString(false));
+  Literal out(k.shape());
+  if (in.size_bytes() > 0) std::memcpy(out.raw(), in.raw(), in.size_bytes());
+  return out;
+}
+
+StatusOr<Literal> EvalTranspose(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& perm = k.instr.attrs().dimensions;
+  const auto& out_dims = k.shape().dimensions();
+  int r = in.shape().rank();
+  std::vector<bool> seen(r, false);
+  if (static_cast<int>(perm.size()) != r || static_cast<int>(out_dims.size()) != r)
+    return InstrError(k.instr, "transpose dimensions " + DimsString(perm) + " do not match rank " +
+                                   std::to_string(r));
+  std::vector<int64_t> in_strides = RowMajorStrides(in.shape().dimensions());
+  std::vector<int64_t> src(r);
+  for (int i = 0; i < r; ++i) {
+    if (perm[i] < 0 || perm[i] >= r || seen[perm[i]] ||
+        out_dims[i] != in.shape().dimensions(perm[i]))
+      return InstrError(k.instr, "transpose dimensions " + DimsString(perm) +
+                                     " are not a permutation mapping " + in.shape().ToString(false) +
+                                     " to " + k.shape().ToString(false));
+    seen[perm[i]] = true;
+    src[i] = in_strides[perm[i]];
+  }
+  int64_t elem = ByteWidth(in.element_type());
+  // Large 2-D transposes go through cache-sized tiles.
+  if (r == 2 && perm[0] == 1 && out_dims[0] * out_dims[1] >= 4096) {
+    constexpr int64_t kTile = 32;
+    for (int64_t i0 = 0; i0 < out_dims[0]; i0 += kTile)
+      for (int64_t j0 = 0; j0 < out_dims[1]; j0 += kTile) {
+        std::vector<int64_t> tile = {std::min(kTile, out_dims[0] - i0),
+                                     std::min(kTile, out_dims[1] - j0)};
+        StridedCopy(in.raw(), src, i0 * src[0] + j0 * src[1], out.raw(), {out_dims[1], 1},
+                    i0 * out_dims[1] + j0, tile, elem);
+      }
+    return out;
+  }
+  StridedCopy(in.raw(), src, 0, out.raw(), RowMajorStrides(out_dims), 0, out_dims, elem);
+  return out;
+}
+
+StatusOr<Literal> EvalSlice(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& sl = k.instr.attrs().slice;
+  int r = in.shape().rank();
+  const auto& out_dims = k.shape().dimensions();
+  if (static_cast<int>(sl.size()) != r || static_cast<int>(out_dims.size()) != r)
+    return InstrError(k.instr, "slice has " + std::to_string(sl.size()) + " ranges for rank " +
+                                   std::to_string(r));
+  std::vector<int64_t> in_strides = RowMajorStrides(in.shape().dimensions());
+  std::vector<int64_t> src(r);
+  int64_t base = 0;
+  for (int i = 0; i < r; ++i) {
+    const SliceDimension& s = sl[i];
+    int64_t expect = s.stride > 0 ? (s.limit - s.start + s.stride - 1) / s.stride : -1;
+    if (s.start < 0 || s.limit > in.shape().dimensions(i) || s.start > s.limit ||
+        s.stride <= 0 || expect != out_dims[i])
+      return InstrError(k.instr, "slice [" + std::to_string(s.start) + ":" + std::to_string(s.limit) +
+                                     ":" + std::to_string(s.stride) + "] of dimension " +
+                                     std::to_string(i) + " does not fit " +
+                                     in.shape().ToString(false) + " -> " + k.shape().ToString(false));
+    base += s.start * in_strides[i];
+    src[i] = in_strides[i] * s.stride;
+  }
+  StridedCopy(in.raw(), src, base, out.raw(), RowMajorStrides(out_dims), 0, out_dims,
+              ByteWidth(in.element_type()));
+  return out;
+}
+
+namespace {
+
+// Start indices of dynamic-slice / dynamic-update-slice: scalar operands from
+// `first` on (or one rank-1 operand, the older form), clamped so that a
+// window of `sizes` fits inside `dims`.
+StatusOr<std::vector<int64_t>> ClampedStarts(const KernelArgs& k, int first,
+                                             const std::vector<int64_t>& dims,
+                                             const std::vector<int64_t>& sizes) {
+  int r = static_cast<int>(dims.size());
+  std::vector<int64_t> starts(r, 0);
+  int n_idx = static_cast<int>(k.ops.size()) - first;
+  if (n_idx == 1 && k.op(first).shape().rank() == 1 && r != 1) {
+    const Literal& v = k.op(first);
+    if (v.element_count() != r) return InstrError(k.instr, "start index vector has the wrong length");
+    for (int i = 0; i < r; ++i) starts[i] = v.GetInt(i);
+  } else if (n_idx == 1 && r == 1 && k.op(first).shape().rank() == 1) {
+    starts[0] = k.op(first).GetInt(0);
+  } else {
+    if (n_idx != r)
+      return InstrError(k.instr, "expected " + std::to_string(r) + " start indices, got " +
+                                     std::to_string(n_idx));
+    for (int i = 0; i < r; ++i) {
+      if (!IsInteger(k.op(first + i).element_type()) || k.op(first + i).element_count() != 1)
+        return InstrError(k.instr, "start indices must be integer scalars");
+      starts[i] = ScalarIndex(k.op(first + i));
+    }
+  }
+  for (int i = 0; i < r; ++i) {
+    if (sizes[i] > dims[i] || sizes[i] < 0)
+      return InstrError(k.instr, "window size " + std::to_string(sizes[i]) + " exceeds dimension " +
+                                     std::to_string(i) + " of size " + std::to_string(dims[i]));
+    starts[i] = std::clamp<int64_t>(starts[i], 0, dims[i] - sizes[i]);
+  }
+  return starts;
+}
+
+}  // namespace
+
+StatusOr<Literal> EvalDynamicSlice(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& dims = in.shape().dimensions();
+  std::vector<int64_t> sizes = k.shape().dimensions();
+  if (sizes.size() != dims.size())
+    return InstrError(k.instr, "dynamic-slice result rank differs from the operand");
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ClampedStarts(k, 1, dims, sizes));
+  std::vector<int64_t> in_strides = RowMajorStrides(dims);
+  int64_t base = 0;
+  for (size_t i = 0; i < dims.size(); ++i) base += starts[i] * in_strides[i];
+  StridedCopy(in.raw(), in_strides, base, out.raw(), RowMajorStrides(sizes), 0, sizes,
+              ByteWidth(in.element_type()));
+  return out;
+}
+
+StatusOr<Literal> EvalDynamicUpdateSlice(KernelArgs& k) {
+  const Literal& upd = k.op(1);
+  if (k.op(0).element_type() != upd.element_type() ||
+      upd.shape().rank() != k.op(0).shape().rank())
+    return InstrError(k.instr, "update " + upd.shape().ToString(false) + " does not match operand " +
+                                   k.op(0).shape().ToString(false));
+  std::vector<int64_t> dims = k.op(0).shape().dimensions();
+  const auto& sizes = upd.shape().dimensions();
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ClampedStarts(k, 2, dims, sizes));
+  Literal out = k.TakeOrAllocate(0);
+  if (out.raw() != k.op(0).raw() && out.size_bytes() > 0)
+    std::memcpy(out.raw(), k.op(0).raw(), out.size_bytes());
+  std::vector<int64_t> out_strides = RowMajorStrides(dims);
+  int64_t base = 0;
+  for (size_t i = 0; i < dims.size(); ++i) base += starts[i] * out_strides[i];
+  StridedCopy(upd.raw(), RowMajorStrides(sizes), 0, out.raw(), out_strides, base, sizes,
+              ByteWidth(upd.element_type()));
+  return out;
+}
+
+StatusOr<Literal> EvalPad(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  const Literal& pad = k.op(1);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& cfg = k.instr.attrs().padding;
+  int r = in.shape().rank();
+  const auto& out_dims = k.shape().dimensions();
+  if (static_cast<int>(cfg.size()) != r || static_cast<int>(out_dims.size()) != r ||
+      pad.element_count() != 1 || pad.element_type() != in.element_type())
+    return InstrError(k.instr, "padding config does not match operand " + in.shape().ToString(false));
+  int64_t elem = ByteWidth(in.element_type());
+  // Fill with the padding value.
+  int64_t total = out.size_bytes();
+  if (total > 0) {
+    std::memcpy(out.raw(), pad.raw(), elem);
+    for (int64_t filled = elem; filled < total;) {
+      int64_t n = std::min(filled, total - filled);
+      std::memcpy(out.raw() + filled, out.raw(), n);
+      filled += n;
+    }
+  }
+  // Operand element i of a dimension lands at low + i * (interior + 1);
+  // negative low/high crop the operand.
+  std::vector<int64_t> in_strides = RowMajorStrides(in.shape().dimensions());
+  std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
+  std::vector<int64_t> src(r), dst(r), count(r);
+  int64_t src_base = 0, dst_base = 0;
+  for (int d = 0; d < r; ++d) {
+    const PaddingDimension& p = cfg[d];
+    int64_t n = in.shape().dimensions(d);
+    if (p.interior < 0)
+      return InstrError(k.instr, "negative interior padding in dimension " + std::to_string(d));
+    int64_t expect = p.low + p.high + n + std::max<int64_t>(n - 1, 0) * p.interior;
+    if (expect != out_dims[d])
+      return InstrError(k.instr, "padded dimension " + std::to_string(d) + " should be " +
+                                     std::to_string(expect) + " but the result has " +
+                                     std::to_string(out_dims[d]));
+    int64_t step = p.interior + 1;
+    int64_t first = p.low >= 0 ? 0 : (-p.low + step - 1) / step;
+    int64_t last = n - 1;
+    while (last >= first && p.low + last * step >= out_dims[d]) --last;
+    count[d] = std::max<int64_t>(0, last - first + 1);
+    src_base += first * in_strides[d];
+    dst_base += (p.low + first * step) * out_strides[d];
+    src[d] = in_strides[d];
+    dst[d] = out_strides[d] * step;
+  }
+  StridedCopy(in.raw(), src, src_base, out.raw(), dst, dst_base, count, elem);
+  return out;
+}
+
+StatusOr<Literal> EvalConcatenate(KernelArgs& k) {
+  if (k.ops.empty() || k.instr.attrs().dimensions.size() != 1)
+    return InstrError(k.instr, "concatenate needs operands and one dimension");
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, k.op(0)));
+  int64_t dim = k.instr.attrs().dimensions[0];
+  const auto& out_dims = k.shape().dimensions();
+  int r = static_cast<int>(out_dims.size());
+  if (dim < 0 || dim >= r) return InstrError(k.instr, "concatenate dimension out of range");
+  std::vector<int64_t> out_strides = RowMajorStrides(out_dims);
+  int64_t offset = 0;
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const Literal& in = k.op(i);
+    const auto& d = in.shape().dimensions();
+    bool ok = in.element_type() == out.element_type() && static_cast<int>(d.size()) == r;
+    for (int j = 0; ok && j < r; ++j)
+      if (j != dim && d[j] != out_dims[j]) ok = false;
+    if (!ok || offset + d[dim] > out_dims[dim])
+      return InstrError(k.instr, "operand " + std::to_string(i) + " " + in.shape().ToString(false) +
+                                     " does not fit the result " + k.shape().ToString(false));
+    StridedCopy(in.raw(), RowMajorStrides(d), 0, out.raw(), out_strides, offset * out_strides[dim],
+                d, ByteWidth(in.element_type()));
+    offset += d[dim];
+  }
+  if (offset != out_dims[dim])
+    return InstrError(k.instr, "operands fill " + std::to_string(offset) + " of " +
+                                   std::to_string(out_dims[dim]) + " along the dimension");
+  return out;
+}
+
+StatusOr<Literal> EvalReverse(KernelArgs& k) {
+  const Literal& in = k.op(0);
+  MS_ASSIGN_OR_RETURN(Literal out, AllocateLike(k, in));
+  const auto& dims = in.shape().dimensions();
+  if (k.shape().dimensions() != dims) return InstrError(k.instr, "reverse changes the shape");
+  std::vector<int64_t> src = RowMajorStrides(dims);
+  int64_t base = 0;
+  for (int64_t d : k.instr.attrs().dimensions) {
+    if (d < 0 || d >= static_cast<int64_t>(dims.size()))
+      return InstrError(k.instr, "reverse dimension " + std::to_string(d) + " out of range");
+    if (src[d] < 0) continue;  // listed twice
+    base += (dims[d] - 1) * src[d];
+    src[d] = -src[d];
+  }
+  StridedCopy(in.raw(), src, base, out.raw(), RowMajorStrides(dims), 0, dims,
+              ByteWidth(in.element_type()));
+  return out;
+}
+
+}  // namespace meshsplit::interp
