@@ -72,6 +72,53 @@ ShardingDevices ScanShardingText(const std::string& s) {
   return r;
 }
 
+// Checks the minor_to_major part of `shape`'s layout text (before any ':'
+// tiling suffix): a permutation of the dimension numbers. Empty when fine.
+std::string LayoutProblem(const Shape& shape) {
+  if (shape.IsTuple()) {
+    for (const Shape& e : shape.tuple_shapes()) {
+      std::string p = LayoutProblem(e);
+      if (!p.empty()) return p;
+    }
+    return "";
+  }
+  if (!shape.layout().has_value() || !shape.IsArray()) return "";
+  const std::string& text = *shape.layout();
+  std::string m2m = text.substr(0, text.find(':'));
+  std::vector<int64_t> dims;
+  size_t pos = 0;
+  while (pos < m2m.size()) {
+    size_t comma = m2m.find(',', pos);
+    std::string item = m2m.substr(pos, comma == std::string::npos ? std::string::npos
+                                                                 : comma - pos);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    bool digits = !item.empty() && item.size() < 10 &&
+                  std::all_of(item.begin(), item.end(), [](char c) {
+                    return std::isdigit(static_cast<unsigned char>(c));
+                  });
+    if (!digits)
+      return StrCat("layout {", text, "} of ", shape.ToString(false), ": '", item,
+                    "' is not a dimension number");
+    dims.push_back(std::stoll(item));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  if (static_cast<int>(dims.size()) != shape.rank())
+    return StrCat("layout {", text, "} has ", dims.size(), " entries but ",
+                  shape.ToString(false), " has rank ", shape.rank());
+  std::vector<bool> seen(dims.size(), false);
+  for (int64_t d : dims) {
+    if (d >= shape.rank())
+      return StrCat("layout {", text, "} names dimension ", d, " but ",
+                    shape.ToString(false), " has rank ", shape.rank());
+    if (seen[d])
+      return StrCat("layout {", text, "} repeats dimension ", d);
+    seen[d] = true;
+  }
+  return "";
+}
+
 class Verifier {
  public:
   explicit Verifier(const Module& m) : module_(m) {}
@@ -163,6 +210,10 @@ class Verifier {
                                         instr.loc()));
         return;
       }
+    }
+    if (std::string p = LayoutProblem(instr.shape()); !p.empty()) {
+      errors_.push_back(Status::Error(prefix + p, instr.loc()));
+      return;
     }
     StatusOr<Shape> inferred = InferShape(instr);
     if (!inferred.ok()) {
