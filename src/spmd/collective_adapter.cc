@@ -1,0 +1,259 @@
+// CollectiveOps on a Communicator: attribute decoding and shape checks; the
+// data movement itself is the Communicator's.
+#include "spmd/collective_adapter.h"
+
+#include "ir/computation.h"
+#include "runtime/interpreter.h"
+
+namespace meshsplit {
+namespace {
+
+Status InstrError(const Instruction& instr, const std::string& message) {
+  return Status::Error(message + " (in %" + instr.name() + " = " +
+                           std::string(OpcodeName(instr.opcode())) + ")",
+                       instr.loc());
+}
+
+// Shape of result element `i` of a collective with `n` operands: variadic
+// collectives return a tuple, one element per operand.
+const Shape* ResultShape(const Instruction& instr, size_t i, size_t n) {
+  const Shape& s = instr.shape();
+  if (s.IsTuple()) {
+    if (i >= static_cast<size_t>(s.tuple_size())) return nullptr;
+    return &s.tuple_shapes(static_cast<int>(i));
+  }
+  return n == 1 ? &s : nullptr;
+}
+
+StatusOr<Literal> Package(const Instruction& instr, std::vector<Literal> results) {
+  if (instr.shape().IsTuple()) return Literal::MakeTuple(std::move(results));
+  return std::move(results[0]);
+}
+
+Status CheckArrayOperand(const Instruction& instr, const Literal* op, size_t i) {
+  if (op == nullptr || !op->shape().IsArray())
+    return InstrError(instr, "operand " + std::to_string(i) + " is not an array");
+  return Status::Ok();
+}
+
+Literal FreshResult(const Shape& shape) {
+  Shape s = shape;
+  s.set_layout(std::nullopt);
+  return Literal(s);
+}
+
+}  // namespace
+
+std::optional<ReductionKind> ClassifyReduction(const Computation* c) {
+  if (c == nullptr || c->parameter_count() != 2 || c->root() == nullptr)
+    return std::nullopt;
+  const Instruction* root = c->root();
+  if (root->operand_count() != 2) return std::nullopt;
+  const Instruction* a = root->operand(0);
+  const Instruction* b = root->operand(1);
+  if (a->opcode() != Opcode::kParameter || b->opcode() != Opcode::kParameter ||
+      a == b)
+    return std::nullopt;
+  if (!root->shape().IsArray() || root->shape().rank() != 0) return std::nullopt;
+  switch (root->opcode()) {
+    case Opcode::kAdd: return ReductionKind::kAdd;
+    case Opcode::kMultiply: return ReductionKind::kMul;
+    case Opcode::kMinimum: return ReductionKind::kMin;
+    case Opcode::kMaximum: return ReductionKind::kMax;
+    case Opcode::kAnd: return ReductionKind::kAnd;
+    case Opcode::kOr: return ReductionKind::kOr;
+    case Opcode::kXor: return ReductionKind::kXor;
+    default: return std::nullopt;
+  }
+}
+
+CommGroups GroupsOf(const Instruction& instr) {
+  const auto& rg = instr.attrs().replica_groups;
+  if (!rg.has_value() || rg->empty()) return {};
+  return rg->Expand();
+}
+
+StatusOr<int64_t> CollectiveAdapter::GroupSize(const Instruction& instr,
+                                               const CommGroups& groups,
+                                               bool require_equal_sizes) {
+  if (groups.empty()) return comm_.num_devices();
+  StatusOr<GroupMembership> m =
+      FindGroup(groups, comm_.num_devices(), comm_.device(),
+                OpcodeName(instr.opcode()), require_equal_sizes);
+  if (!m.ok()) return InstrError(instr, m.status().message());
+  return static_cast<int64_t>(m->members.size());
+}
+
+StatusOr<Literal> CollectiveAdapter::AllReduce(const Instruction& instr,
+                                               const std::vector<const Literal*>& operands,
+                                               const EvalContext& ctx) {
+  std::optional<ReductionKind> kind = ClassifyReduction(instr.to_apply());
+  if (!kind.has_value())
+    return InstrError(instr,
+                      "all-reduce computation " +
+                          (instr.to_apply() ? instr.to_apply()->name() : std::string("<none>")) +
+                          " is not a plain add/multiply/minimum/maximum/and/or/xor of its "
+                          "parameters");
+  CommGroups groups = GroupsOf(instr);
+  MS_RETURN_IF_ERROR(GroupSize(instr, groups, /*require_equal_sizes=*/false).status());
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+    const Literal& in = *operands[i];
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(in.shape()))
+      return InstrError(instr, "all-reduce result shape does not match operand " +
+                                   std::to_string(i) + " " + in.shape().ToString(false));
+    Literal out = FreshResult(*rs);
+    Status s = comm_.AllReduce(in.raw(), out.raw(), in.element_type(), in.element_count(),
+                               *kind, groups);
+    if (!s.ok()) return InstrError(instr, s.message());
+    results.push_back(std::move(out));
+  }
+  return Package(instr, std::move(results));
+}
+
+StatusOr<Literal> CollectiveAdapter::AllGather(const Instruction& instr,
+                                               const std::vector<const Literal*>& operands,
+                                               const EvalContext& ctx) {
+  if (instr.attrs().dimensions.size() != 1)
+    return InstrError(instr, "all-gather needs exactly one dimension");
+  int64_t dim = instr.attrs().dimensions[0];
+  CommGroups groups = GroupsOf(instr);
+  MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+    const Literal& in = *operands[i];
+    std::vector<int64_t> dims = in.shape().dimensions();
+    if (dim < 0 || dim >= static_cast<int64_t>(dims.size()))
+      return InstrError(instr, "all-gather dimension " + std::to_string(dim) +
+                                   " out of range for " + in.shape().ToString(false));
+    Shape expect(in.element_type(), dims);
+    expect.mutable_dimensions()[dim] *= g;
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(expect))
+      return InstrError(instr, "all-gather over groups of " + std::to_string(g) +
+                                   " devices yields " + expect.ToString(false) +
+                                   ", not the declared result shape");
+    Literal out = FreshResult(*rs);
+    Status s = comm_.AllGather(in.raw(), out.raw(), in.element_type(), dims, dim, groups);
+    if (!s.ok()) return InstrError(instr, s.message());
+    results.push_back(std::move(out));
+  }
+  return Package(instr, std::move(results));
+}
+
+StatusOr<Literal> CollectiveAdapter::ReduceScatter(const Instruction& instr,
+                                                   const std::vector<const Literal*>& operands,
+                                                   const EvalContext& ctx) {
+  std::optional<ReductionKind> kind = ClassifyReduction(instr.to_apply());
+  if (!kind.has_value())
+    return InstrError(instr, "reduce-scatter computation is not a plain "
+                             "add/multiply/minimum/maximum/and/or/xor of its parameters");
+  if (instr.attrs().dimensions.size() != 1)
+    return InstrError(instr, "reduce-scatter needs exactly one dimension");
+  int64_t dim = instr.attrs().dimensions[0];
+  CommGroups groups = GroupsOf(instr);
+  MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+    const Literal& in = *operands[i];
+    std::vector<int64_t> dims = in.shape().dimensions();
+    if (dim < 0 || dim >= static_cast<int64_t>(dims.size()) || dims[dim] % g != 0)
+      return InstrError(instr, "reduce-scatter dimension " + std::to_string(dim) + " of " +
+                                   in.shape().ToString(false) +
+                                   " does not split into " + std::to_string(g) + " blocks");
+    Shape expect(in.element_type(), dims);
+    expect.mutable_dimensions()[dim] /= g;
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(expect))
+      return InstrError(instr, "reduce-scatter over groups of " + std::to_string(g) +
+                                   " devices yields " + expect.ToString(false) +
+                                   ", not the declared result shape");
+    Literal out = FreshResult(*rs);
+    Status s = comm_.ReduceScatter(in.raw(), out.raw(), in.element_type(), dims, dim, *kind,
+                                   groups);
+    if (!s.ok()) return InstrError(instr, s.message());
+    results.push_back(std::move(out));
+  }
+  return Package(instr, std::move(results));
+}
+
+StatusOr<Literal> CollectiveAdapter::AllToAll(const Instruction& instr,
+                                              const std::vector<const Literal*>& operands,
+                                              const EvalContext& ctx) {
+  CommGroups groups = GroupsOf(instr);
+  MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
+  for (size_t i = 0; i < operands.size(); ++i)
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+  if (!instr.attrs().dimensions.empty()) {
+    // Array form, applied to each operand.
+    int64_t dim = instr.attrs().dimensions[0];
+    std::vector<Literal> results;
+    for (size_t i = 0; i < operands.size(); ++i) {
+      const Literal& in = *operands[i];
+      std::vector<int64_t> dims = in.shape().dimensions();
+      if (dim < 0 || dim >= static_cast<int64_t>(dims.size()) || dims[dim] % g != 0)
+        return InstrError(instr, "all-to-all dimension " + std::to_string(dim) + " of " +
+                                     in.shape().ToString(false) + " does not split into " +
+                                     std::to_string(g) + " blocks");
+      const Shape* rs = ResultShape(instr, i, operands.size());
+      if (rs == nullptr || !rs->Compatible(in.shape()))
+        return InstrError(instr, "all-to-all result shape differs from operand " +
+                                     std::to_string(i));
+      Literal out = FreshResult(*rs);
+      Status s = comm_.AllToAll(in.raw(), out.raw(), in.element_type(), dims, dim, dim, groups);
+      if (!s.ok()) return InstrError(instr, s.message());
+      results.push_back(std::move(out));
+    }
+    return Package(instr, std::move(results));
+  }
+  // Tuple form: G operands of one shape; output j is member j's input r.
+  if (static_cast<int64_t>(operands.size()) != g)
+    return InstrError(instr, "tuple all-to-all has " + std::to_string(operands.size()) +
+                                 " operands but its groups have " + std::to_string(g) +
+                                 " devices");
+  const Shape& s0 = operands[0]->shape();
+  std::vector<const void*> ins;
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    if (!operands[i]->shape().Compatible(s0))
+      return InstrError(instr, "tuple all-to-all operands differ in shape");
+    ins.push_back(operands[i]->raw());
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(s0))
+      return InstrError(instr, "tuple all-to-all result element " + std::to_string(i) +
+                                   " differs from the operands' shape");
+    results.push_back(FreshResult(*rs));
+  }
+  std::vector<void*> outs;
+  for (Literal& l : results) outs.push_back(l.raw());
+  Status st = comm_.AllToAllTuple(ins, outs, s0.element_type(), s0.ElementCount(), groups);
+  if (!st.ok()) return InstrError(instr, st.message());
+  return Package(instr, std::move(results));
+}
+
+StatusOr<Literal> CollectiveAdapter::CollectivePermute(
+    const Instruction& instr, const std::vector<const Literal*>& operands,
+    const EvalContext& ctx) {
+  const SourceTargetPairs& pairs = instr.attrs().source_target_pairs;
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+    const Literal& in = *operands[i];
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(in.shape()))
+      return InstrError(instr, "collective-permute result shape differs from operand " +
+                                   std::to_string(i));
+    Literal out = FreshResult(*rs);
+    Status s = comm_.CollectivePermute(in.raw(), out.raw(), in.element_type(),
+                                       in.element_count(), pairs);
+    if (!s.ok()) return InstrError(instr, s.message());
+    results.push_back(std::move(out));
+  }
+  return Package(instr, std::move(results));
+}
+
+}  // namespace meshsplit
