@@ -1,0 +1,34 @@
+// `meshsplit fmt FILE`: parse HLO text and print it back in canonical form.
+#include <cstdio>
+
+#include "cli/command.h"
+#include "text/parser.h"
+#include "text/printer.h"
+
+namespace meshsplit::cli {
+namespace {
+
+const bool kRegistered = RegisterCommand(
+    "fmt", "Parse an HLO module and print it as canonical text",
+    [](CLI::App* app) -> std::function<int()> {
+      auto file = std::make_shared<std::string>();
+      auto no_metadata = std::make_shared<bool>(false);
+      auto operand_shapes = std::make_shared<bool>(false);
+      app->add_option("FILE", *file, "HLO text file ('-' for stdin)")->required();
+      app->add_flag("--no-metadata", *no_metadata, "Drop metadata={...} attributes");
+      app->add_flag("--operand-shapes", *operand_shapes,
+                    "Print operand shapes inline: add(f32[2] %a, f32[2] %b)");
+      return [=]() {
+        StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(*file);
+        if (!module.ok()) return ReportError(module.status());
+        PrintOptions options;
+        options.print_metadata = !*no_metadata;
+        options.print_operand_shapes = *operand_shapes;
+        std::string text = PrintModule(**module, options);
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return std::fflush(stdout) == 0 ? 0 : 1;
+      };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli
