@@ -280,9 +280,9 @@ StatusOr<Literal> EvalDynamicUpdateSlice(KernelArgs& k) {
   std::vector<int64_t> dims = k.op(0).shape().dimensions();
   const auto& sizes = upd.shape().dimensions();
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ClampedStarts(k, 2, dims, sizes));
-  Literal out = k.TakeOrAllocate(0);
-  if (out.raw() != k.op(0).raw() && out.size_bytes() > 0)
-    std::memcpy(out.raw(), k.op(0).raw(), out.size_bytes());
+  const uint8_t* src = k.op(0).raw();
+  Literal out = k.TakeOrAllocate(0);  // may take operand 0's buffer
+  if (out.raw() != src && out.size_bytes() > 0) std::memcpy(out.raw(), src, out.size_bytes());
   std::vector<int64_t> out_strides = RowMajorStrides(dims);
   int64_t base = 0;
   for (size_t i = 0; i < dims.size(); ++i) base += starts[i] * out_strides[i];

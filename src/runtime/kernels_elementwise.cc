@@ -555,10 +555,10 @@ StatusOr<Literal> EvalReducePrecision(KernelArgs& k) {
   if (eb < 1 || mb < 0) return InstrError(k.instr, "reduce-precision needs exponent_bits >= 1 and mantissa_bits >= 0");
   int64_t n = k.op(0).element_count();
   if (t == PrimitiveType::F64) {
-    Literal out = k.TakeOrAllocate(0);
+    const double* a = k.op(0).data<double>();
+    Literal out = k.TakeOrAllocate(0);  // may take operand 0's buffer
     double* p = out.data<double>();
-    const double* a = out.raw() == k.op(0).raw() ? p : k.op(0).data<double>();
-    if (out.raw() != k.op(0).raw() && n > 0) std::memcpy(p, a, n * 8);
+    if (p != a && n > 0) std::memcpy(p, a, n * 8);
     for (int64_t i = 0; i < n; ++i) p[i] = ReducePrecisionF64(p[i], eb, mb);
     return out;
   }
