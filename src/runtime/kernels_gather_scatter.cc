@@ -132,9 +132,10 @@ StatusOr<Literal> EvalScatter(KernelArgs& k) {
   size_t n = (nops - 1) / 2;
   const Literal& indices = k.op(n);
   if (!IsInteger(indices.element_type())) return InstrError(instr, "scatter indices must be integers");
-  const auto& od = k.op(0).shape().dimensions();
+  // By value: operand 0's buffer (and shape) may be moved into the result.
+  const std::vector<int64_t> od = k.op(0).shape().dimensions();
   int orank = static_cast<int>(od.size());
-  const auto& ud = k.op(n + 1).shape().dimensions();
+  const std::vector<int64_t> ud = k.op(n + 1).shape().dimensions();
   int urank = static_cast<int>(ud.size());
   int irank = indices.shape().rank();
   for (size_t i = 0; i < n; ++i)
