@@ -49,9 +49,9 @@ bool Parser::LooksLikeShape() {
   // value may be named like a type, a bare `token` is always a shape.
   if (text.substr(p, q - p) == "token" && (q >= text.size() || !IsNameChar(text[q])))
     return true;
-  if (q >= text.size() || text[q] != '[') return false;
-  auto type = ParsePrimitiveType(text.substr(p, q - p));
-  return type.has_value() && *type != PrimitiveType::TUPLE;
+  // Any word glued to '[' is meant as a shape; ParseShape reports a bad
+  // element type by name.
+  return q < text.size() && text[q] == '[';
 }
 
 bool Parser::ParseShape(Shape* shape, int depth) {
