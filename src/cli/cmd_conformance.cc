@@ -1,0 +1,49 @@
+// `meshsplit conformance DIR`: runs a conformance corpus and prints one line per
+// failing case, then "N passed, M failed". Propagation corpora (NAME.hlo +
+// NAME.expected) are supported; partitioning corpora are not yet.
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "propagation/conformance.h"
+
+namespace meshsplit::cli {
+namespace {
+
+struct ConformanceOptions {
+  std::string dir;
+  bool verbose = false;
+};
+
+int RunConformance(const ConformanceOptions& opts) {
+  if (opts.dir.empty())
+    return ReportError(Status::Error("conformance: missing DIR"));
+  if (LooksLikePartitioningCorpus(opts.dir))
+    return ReportError(Status::Error("partitioning corpus not supported yet"));
+  auto summary = RunPropagationConformance(opts.dir);
+  if (!summary.ok()) return ReportError(summary.status());
+  for (const ConformanceCase& c : summary->cases) {
+    if (c.passed) {
+      if (opts.verbose) std::cout << "PASS " << c.name << "\n";
+      continue;
+    }
+    std::cout << "FAIL " << c.name << ":";
+    for (size_t i = 0; i < c.failures.size(); ++i)
+      std::cout << (i ? "; " : " ") << c.failures[i];
+    std::cout << "\n";
+  }
+  std::cout << summary->passed << " passed, " << summary->failed << " failed\n";
+  return summary->failed == 0 ? 0 : 1;
+}
+
+const bool registered = RegisterCommand(
+    "conformance", "run a conformance corpus directory and report N passed, M failed",
+    [](CLI::App* app) {
+      auto opts = std::make_shared<ConformanceOptions>();
+      app->add_option("dir", opts->dir, "corpus directory");
+      app->add_flag("-v,--verbose", opts->verbose, "also list passing cases");
+      return [opts]() { return RunConformance(*opts); };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli

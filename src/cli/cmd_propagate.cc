@@ -1,0 +1,152 @@
+// `meshsplit propagate FILE [--json] [--explain NAME] [--strict]`: runs sharding
+// propagation and prints the module, a JSON map of shardings, or how one
+// instruction got its sharding.
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "ir/computation.h"
+#include "propagation/op_rules.h"
+#include "propagation/propagation.h"
+#include "text/parser.h"
+#include "text/printer.h"
+
+namespace meshsplit::cli {
+namespace {
+
+struct PropagateOptions {
+  std::string file;
+  bool json = false;
+  std::string explain;
+  bool strict = false;
+  bool spmd = true;
+  bool to_output = false;
+  bool to_parameters = false;
+};
+
+const Instruction* FindInstruction(const Module& m, const std::string& name) {
+  for (const auto& c : m.computations())
+    for (const auto& i : c->instructions())
+      if (i->name() == name) return i.get();
+  return nullptr;
+}
+
+// Prints the chain of assignments that led to `name`'s sharding, following
+// the first source of each step back to an annotation.
+void Explain(const Module& m, const PropagationReport& report,
+             const std::string& name, std::ostream& os) {
+  const Instruction* instr = FindInstruction(m, name);
+  if (instr == nullptr) {
+    os << "no instruction named '" << name << "' after propagation\n";
+    return;
+  }
+  if (!instr->has_sharding()) {
+    auto rule = propagation::GetOpShardingRule(*instr);
+    os << name << " has no sharding.\n";
+    if (rule.kind == propagation::RuleKind::kNoRule)
+      os << "  its op (" << OpcodeName(instr->opcode())
+         << ") has no sharding rule: " << rule.name << "\n";
+    os << "  none of its operands or users carried a sharding that its rule ("
+       << rule.name << ") could pass on";
+    if (!instr->operands().empty()) {
+      os << "; operands:";
+      for (const Instruction* op : instr->operands())
+        os << " " << op->name() << (op->has_sharding() ? "(sharded)" : "(none)");
+    }
+    if (!instr->users().empty()) {
+      os << "; users:";
+      for (const Instruction* u : instr->users())
+        os << " " << u->name() << (u->has_sharding() ? "(sharded)" : "(none)");
+    }
+    os << "\n";
+    return;
+  }
+  os << name << " = " << instr->sharding()->ToString(false) << "\n";
+  std::set<std::string> seen;
+  std::string cur = name;
+  int depth = 0;
+  while (!cur.empty() && seen.insert(cur).second && depth++ < 64) {
+    auto it = report.history.find(cur);
+    if (it == report.history.end() || it->second.empty()) {
+      os << "  " << cur << ": no recorded step (kept from the input)\n";
+      break;
+    }
+    std::string next;
+    for (const ShardingProvenance& p : it->second) {
+      os << "  " << cur << " <- " << p.how;
+      if (!p.sources.empty()) {
+        os << " [";
+        for (size_t k = 0; k < p.sources.size(); ++k)
+          os << (k ? ", " : "") << p.sources[k];
+        os << "]";
+      }
+      os << " via rule '" << p.rule << "'";
+      if (p.aggressiveness >= 0) os << " at aggressiveness " << p.aggressiveness;
+      os << ": " << p.sharding << "\n";
+    }
+    const ShardingProvenance& last = it->second.back();
+    if (last.how.rfind("annotation (input)", 0) == 0) break;
+    if (!last.sources.empty()) next = last.sources.front();
+    cur = next;
+  }
+}
+
+int RunPropagate(const PropagateOptions& opts) {
+  if (opts.file.empty())
+    return ReportError(Status::Error("propagate: missing input FILE"));
+  auto module_or = ParseModuleFile(opts.file);
+  if (!module_or.ok()) return ReportError(module_or.status());
+  Module& module = **module_or;
+  PropagationOptions options;
+  options.is_spmd = opts.spmd;
+  options.strict = opts.strict;
+  options.allow_spmd_sharding_propagation_to_output = {opts.to_output};
+  options.allow_spmd_sharding_propagation_to_parameters = {opts.to_parameters};
+  PropagationReport report;
+  auto changed = PropagateShardings(module, options, &report);
+  if (!changed.ok()) return ReportError(changed.status());
+  for (const std::string& w : report.warnings)
+    std::cerr << opts.file << ": warning: " << w << "\n";
+  if (!opts.explain.empty()) {
+    Explain(module, report, opts.explain, std::cout);
+    return 0;
+  }
+  if (opts.json) {
+    nlohmann::ordered_json shardings = nlohmann::ordered_json::object();
+    for (const auto& c : module.computations())
+      for (const auto& i : c->instructions())
+        shardings[i->name()] = i->has_sharding()
+                                   ? nlohmann::ordered_json(i->sharding()->ToString(false))
+                                   : nlohmann::ordered_json(nullptr);
+    nlohmann::ordered_json doc;
+    doc["shardings"] = shardings;
+    std::cout << doc.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << PrintModule(module);
+  return 0;
+}
+
+const bool registered = RegisterCommand(
+    "propagate", "complete the shardings of a module (sharding propagation)",
+    [](CLI::App* app) {
+      auto opts = std::make_shared<PropagateOptions>();
+      app->add_option("file", opts->file, "HLO file ('-' for stdin)");
+      app->add_flag("--json", opts->json,
+                    "print {\"shardings\": {name: sharding or null}} instead");
+      app->add_option("--explain", opts->explain,
+                      "print how instruction NAME got its sharding");
+      app->add_flag("--strict", opts->strict, "ops without a sharding rule are errors");
+      app->add_flag("!--no-spmd", opts->spmd, "XLA's non-SPMD (MPMD) propagation mode");
+      app->add_flag("--propagate-to-output", opts->to_output,
+                    "allow changing the entry result's sharding");
+      app->add_flag("--propagate-to-parameters", opts->to_parameters,
+                    "allow changing the entry parameters' shardings");
+      return [opts]() { return RunPropagate(*opts); };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli

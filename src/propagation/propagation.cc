@@ -1,0 +1,792 @@
+// The propagation driver: converts annotations, folds Sharding custom-calls,
+// links control-flow bodies to their callers, then alternates forward and
+// backward passes to a fixed point at aggressiveness 0..3 (XLA's order), and
+// finally applies shard_as groups, barriers and the entry-signature policies.
+#include "propagation/propagation.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <sstream>
+
+#include "propagation/propagator.h"
+#include "support/check.h"
+
+namespace meshsplit {
+
+using propagation::Propagator;
+
+StatusOr<bool> PropagateShardings(Module& module,
+                                  const PropagationOptions& options,
+                                  PropagationReport* report) {
+  Propagator p(module, options, report);
+  return p.Run();
+}
+
+namespace propagation {
+
+namespace {
+
+// XLA's post order: DFS from each user-less instruction in list order, first
+// operand first, then control predecessors.
+std::vector<Instruction*> PostOrder(const Computation* c) {
+  std::vector<Instruction*> order;
+  std::unordered_set<const Instruction*> visited;
+  std::vector<std::pair<Instruction*, size_t>> stack;
+  auto visit_from = [&](Instruction* start) {
+    if (!visited.insert(start).second) return;
+    stack.push_back({start, 0});
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      const size_t n_ops = node->operands().size();
+      const size_t n_all = n_ops + node->control_predecessors().size();
+      if (next < n_all) {
+        Instruction* dep = next < n_ops ? node->operands()[next]
+                                        : node->control_predecessors()[next - n_ops];
+        ++next;
+        if (dep->parent() == c && visited.insert(dep).second)
+          stack.push_back({dep, 0});
+        continue;
+      }
+      order.push_back(node);
+      stack.pop_back();
+    }
+  };
+  for (const auto& i : c->instructions())
+    if (i->users().empty()) visit_from(i.get());
+  for (const auto& i : c->instructions()) visit_from(i.get());
+  return order;
+}
+
+std::vector<int64_t> ParseUnspecifiedDims(const Instruction& instr) {
+  std::vector<int64_t> dims;
+  const std::string* cfg = instr.attrs().FindExtra("backend_config");
+  if (cfg == nullptr) return dims;
+  size_t p = cfg->find("unspecified_dims=[");
+  if (p == std::string::npos) return dims;
+  p += 18;
+  while (p < cfg->size() && (*cfg)[p] != ']') {
+    size_t q = p;
+    while (q < cfg->size() && (isdigit((unsigned char)(*cfg)[q]) || (*cfg)[q] == '-')) ++q;
+    if (q > p) dims.push_back(std::stoll(cfg->substr(p, q - p)));
+    p = q;
+    while (p < cfg->size() && ((*cfg)[p] == ',' || (*cfg)[p] == ' ')) ++p;
+    if (q == p && p < cfg->size() && (*cfg)[p] != ']') ++p;
+  }
+  std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+bool EvenlyPartitions(const Shape& shape, const PSharding& s) {
+  if (s.IsTuple()) {
+    for (int64_t i = 0; i < shape.tuple_size(); ++i)
+      if (!EvenlyPartitions(shape.tuple_shapes(i), GetSubSharding(s, shape, i)))
+        return false;
+    return true;
+  }
+  if (!s.IsTiled()) return !s.IsTileMaximal() || s.IsReplicated() ||
+                            s.kind() != PSharding::Kind::kMaximal;
+  if (!shape.IsArray()) return true;
+  for (int i = 0; i < shape.rank() && i < s.TiledDataRank(); ++i)
+    if (shape.dimensions(i) % s.TileDim(i) != 0) return false;
+  return true;
+}
+
+}  // namespace
+
+// --- state ---------------------------------------------------------------------
+
+bool Propagator::Has(const Instruction* i) const {
+  auto it = id_.find(i);
+  return it != id_.end() && sharding_[it->second].has_value();
+}
+
+const PSharding& Propagator::Get(const Instruction* i) const {
+  return *sharding_[id_.at(i)];
+}
+
+void Propagator::Set(const Instruction* i, PSharding s) {
+  s = NormalizeToShape(s, i->shape());
+  int id = id_.at(i);
+  if (recording_ && report_ != nullptr) {
+    ShardingProvenance p;
+    p.how = ctx_how_;
+    p.rule = Rule(i).name;
+    for (const Instruction* src : ctx_sources_) p.sources.push_back(src->name());
+    p.sharding = s.ToString();
+    p.aggressiveness = ctx_aggr_;
+    report_->history[i->name()].push_back(std::move(p));
+  }
+  sharding_[id] = std::move(s);
+}
+
+void Propagator::Clear(const Instruction* i) { sharding_[id_.at(i)].reset(); }
+
+const OpShardingRule& Propagator::Rule(const Instruction* i) {
+  int id = id_.at(i);
+  if (!rules_[id]) {
+    if (as_copy_.count(i)) {
+      OpShardingRule r;
+      r.kind = RuleKind::kElementwise;
+      r.min_aggressiveness = 0;
+      r.partitionable = Partitionable::kYes;
+      r.representative = Representative::kMostSpecific;
+      r.name = "sharding-annotation";
+      rules_[id] = r;
+    } else {
+      rules_[id] = GetOpShardingRule(*i);
+    }
+  }
+  return *rules_[id];
+}
+
+bool Propagator::IsCustomCallTarget(const Instruction* i, const char* target) const {
+  return IsCustomCall(*i, target) && !as_copy_.count(i);
+}
+
+bool Propagator::MaybeImprove(const Instruction* i, PSharding s, bool may_combine,
+                              bool allow_aggressive) {
+  const PSharding* cur = Has(i) ? &Get(i) : nullptr;
+  s = NormalizeToShape(s, i->shape());
+  auto r = ReturnImprovedSharding(std::move(s), cur, i->shape(), may_combine,
+                                  allow_aggressive);
+  if (!r) return false;
+  if (cur != nullptr && *cur == *r) return false;
+  Set(i, std::move(*r));
+  return true;
+}
+
+bool Propagator::MaybeImproveSub(const Instruction* i, PSharding s, int64_t index,
+                                 bool may_combine, bool allow_aggressive) {
+  if (!i->shape().IsTuple())
+    return MaybeImprove(i, std::move(s), may_combine, allow_aggressive);
+  const Shape& sub_shape = i->shape().tuple_shapes(index);
+  std::optional<PSharding> cur;
+  if (Has(i)) cur = GetSubSharding(Get(i), i->shape(), index);
+  auto r = ReturnImprovedSharding(NormalizeToShape(s, sub_shape),
+                                  cur ? &*cur : nullptr, sub_shape, may_combine,
+                                  allow_aggressive);
+  if (!r) return false;
+  PSharding whole = Has(i) ? Get(i) : SingleTuple(i->shape(), PSharding::Replicate());
+  int64_t start = 0;
+  for (int64_t k = 0; k < index; ++k) start += LeafCount(i->shape().tuple_shapes(k));
+  auto& el = whole.mutable_tuple_elements();
+  if (r->IsTuple()) {
+    for (size_t k = 0; k < r->tuple_elements().size(); ++k)
+      el[start + k] = r->tuple_elements()[k];
+  } else {
+    el[start] = *r;
+  }
+  if (Has(i) && Get(i) == whole) return false;
+  Set(i, std::move(whole));
+  return true;
+}
+
+// --- driver --------------------------------------------------------------------
+
+Status Propagator::Init() {
+  for (const auto& c : module_.computations()) {
+    computations_.push_back(c.get());
+    for (const auto& instr : c->instructions()) {
+      id_[instr.get()] = (int)instrs_.size();
+      instrs_.push_back(instr.get());
+      std::optional<PSharding> s;
+      if (instr->has_sharding()) {
+        auto parsed = PSharding::Parse(instr->sharding()->ToString());
+        if (!parsed.ok())
+          return Status::Error("cannot use the sharding of '" + instr->name() +
+                                   "': " + parsed.status().message(),
+                               instr->loc());
+        s = NormalizeToShape(*parsed, instr->shape());
+      }
+      original_.push_back(s);
+      sharding_.push_back(s);
+    }
+  }
+  rules_.resize(instrs_.size());
+  const auto& out = options_.allow_spmd_sharding_propagation_to_output;
+  const auto& par = options_.allow_spmd_sharding_propagation_to_parameters;
+  allow_output_ = std::any_of(out.begin(), out.end(), [](bool b) { return b; });
+  allow_params_ = std::any_of(par.begin(), par.end(), [](bool b) { return b; });
+  return Status::Ok();
+}
+
+void Propagator::RemoveInstruction(Instruction* instr, Instruction* replacement) {
+  instr->ReplaceAllUsesWith(replacement);
+  removed_.insert(instr);
+  Clear(instr);
+  structure_changed_ = true;
+  instr->DropAllOperands();
+  // Deleted after write-back so no pointer to it dangles during the run.
+}
+
+Status Propagator::ProcessShardingInstructions() {
+  const bool replace = !options_.cse_prevention_only;
+  for (Computation* c : computations_) {
+    std::vector<Instruction*> order = PostOrder(c);
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      Instruction* instr = *it;
+      bool is_annotation = IsCustomCall(*instr, "Sharding");
+      bool replaced = false;
+      if (is_annotation) {
+        if (!Has(instr))
+          return Status::Error("Sharding custom-call '" + instr->name() +
+                                   "' has no sharding attribute",
+                               instr->loc());
+        replaced = replace && (!Get(instr).IsUnknown() ||
+                               instr->operand(0)->opcode() == Opcode::kParameter);
+        if (replaced) as_copy_.insert(instr);
+      }
+      bool remove = false;
+      if (replace && Has(instr) && !Get(instr).IsTuple() &&
+          Get(instr).IsShardGroup()) {
+        const PSharding& s = Get(instr);
+        if (is_annotation && !replaced) {
+          // An unknown Sharding custom-call only names a shard group: hand
+          // the group to its operand and drop the call.
+          Instruction* op = instr->operand(0);
+          PSharding os = Has(op) ? Get(op) : PSharding::Unknown();
+          if (!os.IsTuple()) os.SetShardGroup(s.shard_group_id(), s.shard_as());
+          SetContext("shard group from " + instr->name(), {instr}, -1);
+          Set(op, os);
+          remove = true;
+        } else {
+          shard_group_of_[instr] = s.shard_group_id();
+          (s.shard_as() ? shard_as_groups_ : shard_like_groups_)[s.shard_group_id()]
+              .push_back(instr);
+          PSharding clean = s;
+          clean.ClearShardGroup();
+          sharding_[id_[instr]] = clean;
+        }
+      }
+      if (is_annotation) {
+        std::vector<int64_t> unspec = ParseUnspecifiedDims(*instr);
+        if (!unspec.empty()) {
+          unspecified_dims_[instr] = unspec;
+        } else if (!Has(instr->operand(0))) {
+          SetContext("annotation " + instr->name(), {instr}, -1);
+          Set(instr->operand(0), Get(instr));
+        }
+      }
+      if (remove) RemoveInstruction(instr, instr->operand(0));
+    }
+  }
+  Computation* entry = module_.entry();
+  Instruction* root = entry->root();
+  if (allow_output_ && root->shape().IsTuple() && Has(root))
+    saved_root_shardings_ = Get(root).tuple_elements();
+  if (allow_params_) {
+    for (int i = 0; i < entry->parameter_count(); ++i)
+      if (Has(entry->parameter(i)))
+        saved_param_shardings_.emplace(i, Get(entry->parameter(i)));
+  }
+  return Status::Ok();
+}
+
+std::vector<Instruction*> Propagator::RelatedInstructions(Instruction* instr) {
+  switch (instr->opcode()) {
+    case Opcode::kWhile:
+      return {instr, instr->while_body()->root(),
+              instr->while_body()->parameter(0),
+              instr->while_condition()->parameter(0)};
+    case Opcode::kConditional: {
+      std::vector<Instruction*> r = {instr};
+      for (Computation* c : instr->called_computations()) r.push_back(c->root());
+      return r;
+    }
+    case Opcode::kCall:
+      return {instr, instr->called_computations().front()->root()};
+    case Opcode::kParameter: {
+      Instruction* caller = Caller(instr->parent());
+      if (caller == nullptr) return {};
+      if (caller->opcode() == Opcode::kConditional) {
+        const auto& cs = caller->called_computations();
+        for (size_t i = 0; i < cs.size(); ++i)
+          if (cs[i] == instr->parent() && (int)i + 1 < caller->operand_count())
+            return {instr, caller->operand(i + 1)};
+      }
+      if (caller->opcode() == Opcode::kCall &&
+          instr->attrs().parameter_number < caller->operand_count())
+        return {instr, caller->operand(instr->attrs().parameter_number)};
+      return {};
+    }
+    default:
+      return {};
+  }
+}
+
+void Propagator::BuildComputationMap() {
+  for (Computation* c : computations_) {
+    for (const auto& ip : c->instructions()) {
+      Instruction* instr = ip.get();
+      if (instr->opcode() != Opcode::kWhile &&
+          instr->opcode() != Opcode::kConditional &&
+          instr->opcode() != Opcode::kCall)
+        continue;
+      if (instr->opcode() == Opcode::kWhile &&
+          instr->called_computations().size() < 2)
+        continue;
+      std::vector<Instruction*> related = RelatedInstructions(instr);
+      const Instruction* sharded = nullptr;
+      for (Instruction* r : related)
+        if (Has(r)) {
+          sharded = r;
+          break;
+        }
+      if (sharded != nullptr) {
+        PSharding s = Get(sharded);
+        SetContext("control flow: shared with " + sharded->name(), {sharded}, -1);
+        for (Instruction* r : related)
+          if (r != sharded && (!Has(r) || Get(r) != s)) Set(r, s);
+      }
+      for (Computation* called : instr->called_computations())
+        computation_map_[called] = instr;
+    }
+  }
+}
+
+void Propagator::CollectProvided() {
+  Computation* entry = module_.entry();
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr)) continue;
+    if (Has(instr) && instr != entry->root() &&
+        instr->opcode() != Opcode::kParameter && !Get(instr).IsUnknown())
+      provided_.insert(instr);
+  }
+  Instruction* root = entry->root();
+  if (!allow_output_ && (!Has(root) || !Get(root).IsUnknown())) {
+    if (root->opcode() == Opcode::kWhile) {
+      // Keep the entry result fixed behind a copy so that the while itself
+      // can still be resharded.
+      auto copy = std::make_unique<Instruction>(
+          Opcode::kCopy, module_.UniqueInstructionName("copy"), root->shape());
+      copy->AppendOperand(root);
+      Instruction* c = entry->AddInstruction(std::move(copy));
+      id_[c] = (int)instrs_.size();
+      instrs_.push_back(c);
+      sharding_.push_back(std::nullopt);
+      original_.push_back(std::nullopt);
+      rules_.emplace_back();
+      if (Has(root)) {
+        SetContext("entry result", {root}, -1);
+        Set(c, Get(root));
+      }
+      entry->set_root(c);
+      structure_changed_ = true;
+      root = c;
+    }
+    provided_.insert(root);
+  }
+  if (!allow_params_) {
+    for (int i = 0; i < entry->parameter_count(); ++i) {
+      Instruction* p = entry->parameter(i);
+      if (Has(p) && !Get(p).IsUnknown()) provided_.insert(p);
+    }
+  }
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr) || !Has(instr)) continue;
+    const PSharding& s = Get(instr);
+    if (s.IsTuple()) {
+      bool any = false;
+      PSharding t = s;
+      for (auto& e : t.mutable_tuple_elements())
+        if (e.IsUnknown()) e = PSharding::Replicate(), any = true;
+      if (any) sharding_[id_[instr]] = t;
+    } else if (s.IsUnknown()) {
+      sharding_[id_[instr]] = PSharding::Replicate();
+    }
+  }
+}
+
+void Propagator::MaybeComputationPropagation(
+    Instruction* instr, std::unordered_set<Instruction*>* changed) {
+  auto propagate_to = [&](Instruction* search) {
+    std::vector<Instruction*> related = RelatedInstructions(search);
+    if (std::find(related.begin(), related.end(), instr) == related.end()) return;
+    for (Instruction* r : related) {
+      if (r == instr || provided_.count(r)) continue;
+      if (Has(r) && Has(instr) && Get(r) == Get(instr)) continue;
+      if (!Has(instr)) continue;
+      SetContext("control flow: same as " + instr->name(), {instr}, ctx_aggr_);
+      Set(r, Get(instr));
+      changed->insert(r);
+      MaybeComputationPropagation(r, changed);
+    }
+  };
+  const Opcode op = instr->opcode();
+  if (op == Opcode::kConditional || op == Opcode::kWhile || op == Opcode::kCall)
+    propagate_to(instr);
+  if (op == Opcode::kParameter || instr->parent()->root() == instr) {
+    Instruction* caller = Caller(instr->parent());
+    if (caller != nullptr) {
+      propagate_to(caller);
+      if (op == Opcode::kParameter && (caller->opcode() == Opcode::kConditional ||
+                                       caller->opcode() == Opcode::kCall))
+        propagate_to(instr);
+    }
+  }
+}
+
+bool Propagator::RunToFixPoint(int aggr) {
+  bool changed = false;
+  std::unordered_set<const Instruction*> from_group, from_operands, from_users;
+  const bool may_merge_partial = options_.is_spmd && aggr > 0;
+  auto group_of = [&](const Instruction* i) -> const std::vector<Instruction*>* {
+    auto it = shard_group_of_.find(i);
+    if (it == shard_group_of_.end()) return nullptr;
+    auto a = shard_as_groups_.find(it->second);
+    if (a != shard_as_groups_.end() &&
+        std::find(a->second.begin(), a->second.end(), i) != a->second.end())
+      return &a->second;
+    auto l = shard_like_groups_.find(it->second);
+    if (l != shard_like_groups_.end()) return &l->second;
+    return nullptr;
+  };
+  auto clear_cache = [&](Instruction* hlo, Instruction* hlo_for_users) {
+    for (Instruction* op : hlo->operands()) from_users.erase(op);
+    if (hlo_for_users == nullptr) hlo_for_users = hlo;
+    for (Instruction* u : hlo_for_users->users()) {
+      from_operands.erase(u);
+      for (Computation* c : u->called_computations())
+        for (Instruction* p : c->parameters()) from_operands.erase(p);
+    }
+    if (const auto* g = group_of(hlo))
+      for (Instruction* m : *g)
+        if (m != hlo) from_group.erase(m);
+  };
+  auto after_change = [&](Instruction* instr) {
+    std::unordered_set<Instruction*> comp_changed;
+    MaybeComputationPropagation(instr, &comp_changed);
+    clear_cache(instr, nullptr);
+    for (Instruction* h : comp_changed) clear_cache(h, nullptr);
+  };
+  std::vector<std::vector<Instruction*>> orders;
+  for (Computation* c : computations_) {
+    std::vector<Instruction*> order = PostOrder(c);
+    order.erase(std::remove_if(order.begin(), order.end(),
+                               [&](Instruction* i) { return removed_.count(i) > 0; }),
+                order.end());
+    orders.push_back(std::move(order));
+  }
+  bool changed_last_iter = true;
+  int iterations = 0;
+  while (changed_last_iter) {
+    changed_last_iter = false;
+    if (++iterations > 10000) break;  // cannot happen; guards a rule bug
+    for (const auto& instructions : orders) {
+      // 1. Shard groups.
+      for (Instruction* instr : instructions) {
+        if (from_group.count(instr)) continue;
+        const auto* group = group_of(instr);
+        if (group == nullptr) continue;
+        if (provided_.count(instr)) {
+          if (!may_merge_partial) continue;
+          if (unspecified_dims_.count(instr) &&
+              InferUnspecifiedDimsFromShardGroup(instr, *group)) {
+            clear_cache(instr, nullptr);
+            from_group.insert(instr);
+            changed_last_iter = true;
+          }
+          continue;
+        }
+        from_group.insert(instr);
+        if (InferFromShardGroup(instr, aggr, *group)) {
+          changed = true;
+          after_change(instr);
+          changed_last_iter = true;
+        }
+      }
+      // 2. Forward, in post order.
+      for (Instruction* instr : instructions) {
+        if (from_operands.count(instr)) continue;
+        if (provided_.count(instr)) {
+          if (!may_merge_partial) continue;
+          Instruction* conv_after = nullptr;
+          if (unspecified_dims_.count(instr) &&
+              InferUnspecifiedDimsFromOperand(instr, &conv_after)) {
+            clear_cache(instr, conv_after);
+            from_operands.insert(instr);
+            changed_last_iter = true;
+          }
+          continue;
+        }
+        from_operands.insert(instr);
+        if (InferFromOperands(instr, aggr)) {
+          changed = true;
+          after_change(instr);
+          changed_last_iter = true;
+        }
+      }
+      // 3. Backward, in reverse post order.
+      for (auto it = instructions.rbegin(); it != instructions.rend(); ++it) {
+        Instruction* instr = *it;
+        if (IsCustomCallTarget(instr, "SPMDFullToShardShape") ||
+            IsCustomCallTarget(instr, "SPMDShardToFullShape")) {
+          if (!from_users.count(instr)) from_users.erase(instr->operand(0));
+        }
+        if (from_users.count(instr)) continue;
+        if (provided_.count(instr)) {
+          if (!may_merge_partial) continue;
+          Instruction* conv_after = nullptr;
+          if (unspecified_dims_.count(instr) &&
+              InferUnspecifiedDimsFromUsers(instr, aggr, &conv_after)) {
+            clear_cache(instr, conv_after);
+            from_users.insert(instr);
+            if (conv_after != nullptr) from_users.insert(conv_after);
+            changed_last_iter = true;
+          }
+          continue;
+        }
+        from_users.insert(instr);
+        if (InferFromUsers(instr, aggr)) {
+          changed = true;
+          after_change(instr);
+          changed_last_iter = true;
+        }
+      }
+    }
+  }
+  return changed;
+}
+
+void Propagator::AlignShardAsGroups() {
+  for (auto& [id, group] : shard_as_groups_) {
+    PSharding def = PSharding::Replicate();
+    std::vector<PSharding> shardings;
+    for (Instruction* m : group) {
+      if (!Has(m)) continue;
+      shardings.push_back(Get(m));
+      if (!IsCustomCallTarget(m, "ShardBarrierFrom") && def.IsReplicated())
+        def = Get(m);
+    }
+    PSharding common = shardings.empty() ? def : FindCommonSharding(shardings, def);
+    for (Instruction* m : group) {
+      if (IsCustomCallTarget(m, "ShardBarrierTo")) continue;
+      SetContext("shard_as group " + std::to_string(id), {}, 3);
+      if (provided_.count(m) && unspecified_dims_.count(m)) {
+        PSharding partial =
+            PartiallyReplicateOnAllDimsExcept(common, unspecified_dims_[m]);
+        PSharding s = Get(m);
+        if (MergeShardingIfCompatible(partial, &s)) Set(m, s);
+      }
+      if (!Has(m) || Get(m) != common) Set(m, common);
+    }
+  }
+}
+
+void Propagator::RelayBarrierFrom() {
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr) || !IsCustomCallTarget(instr, "ShardBarrierFrom"))
+      continue;
+    auto g = shard_group_of_.find(instr);
+    if (g == shard_group_of_.end() || !shard_as_groups_.count(g->second)) continue;
+    if (!Has(instr)) continue;
+    PSharding s = Get(instr);
+    Instruction* op = instr->operand(0);
+    if (Has(op)) MergeShardingIfCompatible(Get(op), s.NumTiles(), &s);
+    SetContext("shard barrier relay", {instr}, 3);
+    Set(op, s);
+  }
+}
+
+Status Propagator::RemoveBarriers() {
+  RelayBarrierFrom();
+  for (Instruction* instr : std::vector<Instruction*>(instrs_)) {
+    if (removed_.count(instr)) continue;
+    if (IsCustomCallTarget(instr, "ShardBarrierFrom") ||
+        IsCustomCallTarget(instr, "ShardBarrierTo"))
+      RemoveInstruction(instr, instr->operand(0));
+  }
+  return Status::Ok();
+}
+
+void Propagator::PostProcessCsePrevention() {
+  if (!options_.cse_prevention_only) return;
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr) || !Has(instr)) continue;
+    const int id = id_[instr];
+    const bool target = instr->opcode() == Opcode::kBroadcast &&
+                        instr->operand(0)->shape().IsArray() &&
+                        instr->operand(0)->shape().rank() == 0;
+    if (target) {
+      if (!original_[id]) sharding_[id]->set_cse_prevention(true);
+      continue;
+    }
+    sharding_[id] = original_[id];
+  }
+}
+
+void Propagator::RestoreAndCheckEntryShardings() {
+  Computation* entry = module_.entry();
+  Instruction* root = entry->root();
+  const auto& out = options_.allow_spmd_sharding_propagation_to_output;
+  const auto& par = options_.allow_spmd_sharding_propagation_to_parameters;
+  SetContext("entry signature policy", {}, -1);
+  if (saved_root_shardings_.size() == out.size() && Has(root) &&
+      Get(root).IsTuple()) {
+    PSharding s = Get(root);
+    for (size_t i = 0; i < saved_root_shardings_.size() &&
+                       i < s.tuple_elements().size(); ++i)
+      if (!out[i] && !saved_root_shardings_[i].IsUnknown())
+        s.mutable_tuple_elements()[i] = saved_root_shardings_[i];
+    if (s != Get(root)) Set(root, s);
+  }
+  const int np = entry->parameter_count();
+  if (allow_params_) {
+    if ((int)par.size() == np) {
+      for (int i = 0; i < np; ++i) {
+        if (par[i]) continue;
+        Instruction* p = entry->parameter(i);
+        auto it = saved_param_shardings_.find(i);
+        if (it != saved_param_shardings_.end() && !it->second.IsUnknown()) {
+          Set(p, it->second);
+        } else {
+          Clear(p);
+        }
+      }
+    } else if (np == 1 && saved_param_shardings_.size() == 1 &&
+               entry->parameter(0)->shape().IsTuple() &&
+               entry->parameter(0)->shape().tuple_size() == (int)par.size() &&
+               Has(entry->parameter(0))) {
+      Instruction* p = entry->parameter(0);
+      PSharding s = Get(p);
+      for (int i = 0; i < (int)par.size(); ++i) {
+        PSharding saved =
+            GetSubSharding(saved_param_shardings_.at(0), p->shape(), i);
+        if (!par[i] && !saved.IsUnknown() && !saved.IsTuple() && s.IsTuple())
+          s.mutable_tuple_elements()[i] = saved;
+      }
+      Set(p, s);
+    }
+  }
+  if (allow_output_ && Has(root)) {
+    if (root->shape().IsTuple() && (int)out.size() == root->shape().tuple_size()) {
+      PSharding s = Get(root);
+      bool changed = false;
+      for (int i = 0; i < root->shape().tuple_size(); ++i) {
+        if (!out[i]) continue;
+        PSharding e = GetSubSharding(s, root->shape(), i);
+        if (!EvenlyPartitions(root->shape().tuple_shapes(i), e) && !e.IsTuple()) {
+          s.mutable_tuple_elements()[i] = PSharding::Replicate();
+          changed = true;
+        }
+      }
+      if (changed) Set(root, s);
+    } else if (!root->shape().IsTuple()) {
+      if (!EvenlyPartitions(root->shape(), Get(root)))
+        Set(root, PSharding::Replicate());
+    }
+  }
+  if (allow_params_) {
+    if ((int)par.size() == np) {
+      for (int i = 0; i < np; ++i) {
+        Instruction* p = entry->parameter(i);
+        if (Has(p) && par[i] && !EvenlyPartitions(p->shape(), Get(p)))
+          Set(p, PSharding::Replicate());
+      }
+    } else if (np == 1 && entry->parameter(0)->shape().IsTuple() &&
+               Has(entry->parameter(0)) &&
+               entry->parameter(0)->shape().tuple_size() == (int)par.size()) {
+      Instruction* p = entry->parameter(0);
+      PSharding s = Get(p);
+      bool changed = false;
+      for (int i = 0; i < (int)par.size(); ++i) {
+        PSharding e = GetSubSharding(s, p->shape(), i);
+        if (par[i] && !e.IsTuple() &&
+            !EvenlyPartitions(p->shape().tuple_shapes(i), e)) {
+          s.mutable_tuple_elements()[i] = PSharding::Replicate();
+          changed = true;
+        }
+      }
+      if (changed) Set(p, s);
+    }
+  }
+}
+
+Status Propagator::WriteBack() {
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr)) continue;
+    const int id = id_[instr];
+    const auto& now = sharding_[id];
+    const auto& before = original_[id];
+    if (!now) {
+      if (instr->has_sharding()) instr->clear_sharding();
+      continue;
+    }
+    if (before && *before == *now && !now->cse_prevention()) continue;
+    std::string text = now->ToString();
+    if (now->cse_prevention()) {
+      text.pop_back();
+      text += " metadata={op_name=\"_sharding_propagation_cse_prevention\"}}";
+    }
+    auto parsed = Sharding::Parse(text);
+    if (!parsed.ok())
+      return Status::Error("internal: propagation produced an unreadable sharding " +
+                           text + " for '" + instr->name() + "': " +
+                           parsed.status().message());
+    instr->set_sharding(std::move(*parsed));
+  }
+  return Status::Ok();
+}
+
+StatusOr<bool> Propagator::Run() {
+  if (module_.entry() == nullptr) return Status::Error("module has no entry");
+  MS_RETURN_IF_ERROR(Init());
+  SetContext("annotation", {}, -1);
+  if (report_ != nullptr) {
+    for (Instruction* instr : instrs_)
+      if (Has(instr)) {
+        ShardingProvenance p;
+        p.how = "annotation (input)";
+        p.rule = "user";
+        p.sharding = Get(instr).ToString();
+        report_->history[instr->name()].push_back(p);
+      }
+  }
+  if (!options_.cse_prevention_only) {
+    for (Instruction* instr : instrs_)
+      if (Has(instr) && Get(instr).cse_prevention()) Clear(instr);
+  }
+  MS_RETURN_IF_ERROR(ProcessShardingInstructions());
+  BuildComputationMap();
+  CollectProvided();
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr)) continue;
+    const OpShardingRule& r = Rule(instr);
+    if (r.kind == RuleKind::kNoRule) {
+      std::string key = std::string(OpcodeName(instr->opcode()));
+      if (warned_.insert(key).second && report_ != nullptr)
+        report_->warnings.push_back("no sharding rule for '" + instr->name() +
+                                    "' (" + key + ": " + r.name +
+                                    "); it is treated as replicated");
+      if (options_.strict)
+        return Status::Error("no sharding rule for " + key + " ('" +
+                                 instr->name() + "'): " + r.name,
+                             instr->loc());
+    }
+  }
+  for (int aggr = 0; aggr < 4; ++aggr) RunToFixPoint(aggr);
+  AlignShardAsGroups();
+  RelayBarrierFrom();
+  RunToFixPoint(3);
+  MS_RETURN_IF_ERROR(RemoveBarriers());
+  PostProcessCsePrevention();
+  RestoreAndCheckEntryShardings();
+  bool changed = structure_changed_;
+  for (Instruction* instr : instrs_) {
+    if (removed_.count(instr)) continue;
+    const int id = id_[instr];
+    if (sharding_[id].has_value() != original_[id].has_value() ||
+        (sharding_[id] && *sharding_[id] != *original_[id]))
+      changed = true;
+  }
+  MS_RETURN_IF_ERROR(WriteBack());
+  for (const Instruction* instr : removed_)
+    instr->parent()->RemoveInstruction(const_cast<Instruction*>(instr));
+  removed_.clear();
+  if (report_ != nullptr) report_->changed = changed;
+  return changed;
+}
+
+}  // namespace propagation
+}  // namespace meshsplit

@@ -1,0 +1,161 @@
+// Internal state of one propagation run: the working shardings of every
+// instruction, the caller/callee map of control flow, user-provided shardings,
+// shard groups, and the forward/backward inference rules (split over
+// infer_forward.cc, infer_backward.cc and gather_scatter.cc).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "ir/computation.h"
+#include "ir/module.h"
+#include "propagation/op_rules.h"
+#include "propagation/propagation.h"
+#include "propagation/psharding.h"
+#include "propagation/sharding_ops.h"
+
+namespace meshsplit::propagation {
+
+class Propagator {
+ public:
+  Propagator(Module& module, const PropagationOptions& options,
+             PropagationReport* report)
+      : module_(module), options_(options), report_(report) {}
+
+  StatusOr<bool> Run();
+
+  // --- sharding state (public for the rule files) ---
+  bool Has(const Instruction* i) const;
+  const PSharding& Get(const Instruction* i) const;
+  void Set(const Instruction* i, PSharding s);
+  void Clear(const Instruction* i);
+  const OpShardingRule& Rule(const Instruction* i);
+
+ private:
+  friend class ForwardRules;
+  friend class BackwardRules;
+
+  // Driver steps (propagation.cc).
+  Status Init();
+  Status ProcessShardingInstructions();
+  void BuildComputationMap();
+  void CollectProvided();
+  bool RunToFixPoint(int aggressiveness);
+  void MaybeComputationPropagation(Instruction* instr,
+                                   std::unordered_set<Instruction*>* changed);
+  std::vector<Instruction*> RelatedInstructions(Instruction* instr);
+  void AlignShardAsGroups();
+  void RelayBarrierFrom();
+  Status RemoveBarriers();
+  void PostProcessCsePrevention();
+  void RestoreAndCheckEntryShardings();
+  Status WriteBack();
+  void RemoveInstruction(Instruction* instr, Instruction* replacement);
+
+ public:
+  // --- shared helpers for the rule files ---
+  bool IsSpmd() const { return options_.is_spmd; }
+  bool AllowOutput() const { return allow_output_; }
+  bool InComputationMap(const Computation* c) const {
+    return computation_map_.count(c) > 0;
+  }
+  Instruction* Caller(const Computation* c) const {
+    auto it = computation_map_.find(c);
+    return it == computation_map_.end() ? nullptr : it->second;
+  }
+  bool IsElementwise(const Instruction* i);
+  bool CanPropagateThrough(const Instruction* i, int aggressiveness);
+  bool SupportSpatialPartitioning(const Instruction* i, bool allow_output,
+                                  bool allow_params);
+  bool IsPassthroughCustomCall(const Instruction* i) const;
+  bool IsSpatiallyPartitionedInstr(const Instruction* i) const {
+    return Has(i) && IsSpatiallyPartitioned(Get(i));
+  }
+  bool IsCustomCallTarget(const Instruction* i, const char* target) const;
+  bool HasSideEffect(const Instruction* i) const;
+  int64_t NonRootUsers(const Instruction* i) const;
+  const Instruction* PickRepresentativeOperand(const Instruction* i);
+
+  // Improves the sharding of `i` with `s` (XLA's MaybeImproveInstructionSharding)
+  // and records the provenance.
+  bool MaybeImprove(const Instruction* i, PSharding s, bool may_combine,
+                    bool allow_aggressive = false);
+  bool MaybeImproveSub(const Instruction* i, PSharding s, int64_t index,
+                       bool may_combine, bool allow_aggressive = false);
+  // Provenance context of the assignment being made.
+  void SetContext(std::string how, std::vector<const Instruction*> sources,
+                  int aggressiveness) {
+    ctx_how_ = std::move(how);
+    ctx_sources_ = std::move(sources);
+    ctx_aggr_ = aggressiveness;
+  }
+
+  // Forward / backward inference (infer_forward.cc, infer_backward.cc).
+  bool InferFromOperands(Instruction* i, int aggressiveness);
+  bool InferFromUsers(Instruction* i, int aggressiveness);
+  bool InferFromShardGroup(Instruction* i, int aggressiveness,
+                           const std::vector<Instruction*>& group);
+  std::optional<PSharding> GetShardingFromUser(const Instruction* instr,
+                                               const Instruction* user,
+                                               int aggressiveness);
+  // Dot/convolution helpers.
+  bool InferDotFromOperands(Instruction* i);
+  bool InferConvolutionFromOperands(Instruction* i);
+  PSharding InferDotOperandSharding(const Instruction* dot, int operand_index,
+                                    bool may_combine);
+  std::optional<PSharding> LookaheadUserSharding(Instruction* i);
+  // Gather/scatter (gather_scatter.cc).
+  bool InferGatherFromOperands(Instruction* i, bool may_combine);
+  bool InferScatterFromOperands(Instruction* i, bool may_combine);
+  std::optional<PSharding> GatherOperandFromUser(const Instruction* instr,
+                                                 const Instruction* gather);
+  std::optional<PSharding> ScatterOperandFromUser(const Instruction* instr,
+                                                  const Instruction* scatter);
+  // Partially specified Sharding custom-calls (unspecified_dims).
+  bool InferUnspecifiedDimsFromOperand(Instruction* annotate,
+                                       Instruction** conversion_after);
+  bool InferUnspecifiedDimsFromUsers(Instruction* annotate, int aggressiveness,
+                                     Instruction** conversion_after);
+  bool InferUnspecifiedDimsFromShardGroup(Instruction* annotate,
+                                          const std::vector<Instruction*>& group);
+
+ private:
+  Module& module_;
+  const PropagationOptions& options_;
+  PropagationReport* report_;
+
+  std::unordered_map<const Instruction*, int> id_;
+  std::vector<Instruction*> instrs_;
+  std::vector<std::optional<PSharding>> sharding_;
+  std::vector<std::optional<PSharding>> original_;
+  std::vector<std::optional<OpShardingRule>> rules_;
+  std::vector<Computation*> computations_;
+
+  // Sharding custom-calls XLA would turn into copies; treated as copies.
+  std::unordered_set<const Instruction*> as_copy_;
+  std::unordered_map<const Instruction*, std::vector<int64_t>> unspecified_dims_;
+  std::unordered_map<const Instruction*, int64_t> shard_group_of_;
+  std::unordered_map<int64_t, std::vector<Instruction*>> shard_as_groups_;
+  std::unordered_map<int64_t, std::vector<Instruction*>> shard_like_groups_;
+  std::unordered_map<const Computation*, Instruction*> computation_map_;
+  std::unordered_set<const Instruction*> provided_;
+  std::vector<PSharding> saved_root_shardings_;
+  std::unordered_map<int64_t, PSharding> saved_param_shardings_;
+  std::unordered_set<const Instruction*> removed_;
+  std::unordered_set<std::string> warned_;
+  bool allow_output_ = false;
+  bool allow_params_ = false;
+  bool structure_changed_ = false;
+
+  std::string ctx_how_;
+  std::vector<const Instruction*> ctx_sources_;
+  int ctx_aggr_ = -1;
+
+  // Temporarily set shardings (lookahead) are not recorded.
+  bool recording_ = true;
+};
+
+}  // namespace meshsplit::propagation
