@@ -14,3 +14,5 @@ config.substitutions.append(("%shared", os.path.join(config.meshsplit_src_dir, "
 config.environment["PATH"] = config.meshsplit_bin_dir + os.pathsep + os.environ.get("PATH", "")
 if os.path.isdir(os.path.join(config.meshsplit_src_dir, "..", "shared")):
     config.available_features.add("shared")
+# LLVM's `not` (for `RUN: not %meshsplit ...` in tests/errors) sits beside FileCheck.
+config.environment["PATH"] += os.pathsep + os.path.dirname(config.filecheck)

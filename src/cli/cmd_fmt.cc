@@ -2,6 +2,8 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/verify_diagnostics.h"
+#include "ir/verifier.h"
 #include "text/parser.h"
 #include "text/printer.h"
 
@@ -14,13 +16,18 @@ const bool kRegistered = RegisterCommand(
       auto file = std::make_shared<std::string>();
       auto no_metadata = std::make_shared<bool>(false);
       auto operand_shapes = std::make_shared<bool>(false);
+      auto verify_diagnostics = std::make_shared<bool>(false);
       app->add_option("FILE", *file, "HLO text file ('-' for stdin)")->required();
       app->add_flag("--no-metadata", *no_metadata, "Drop metadata={...} attributes");
       app->add_flag("--operand-shapes", *operand_shapes,
                     "Print operand shapes inline: add(f32[2] %a, f32[2] %b)");
+      app->add_flag("--verify-diagnostics", *verify_diagnostics,
+                    "Check the errors against // expected-error comments (tests)");
       return [=]() {
+        if (*verify_diagnostics) return RunVerifyDiagnostics(*file);
         StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(*file);
         if (!module.ok()) return ReportError(module.status());
+        if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
         PrintOptions options;
         options.print_metadata = !*no_metadata;
         options.print_operand_shapes = *operand_shapes;
