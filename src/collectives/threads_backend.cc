@@ -12,6 +12,7 @@
 #include "collectives/threads_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <exception>
 #include <span>
@@ -22,6 +23,8 @@
 
 namespace meshsplit {
 namespace {
+
+using Clock = std::chrono::steady_clock;
 
 inline void CpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -544,7 +547,8 @@ ThreadsWorld::ThreadsWorld(int64_t num_devices)
   // while wins; with more devices than cores the partner may need our core,
   // so yield almost at once.
   unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  spin_limit_ = num_devices_ <= static_cast<int64_t>(hw) ? 20000 : 50;
+  // (A pause is ~40-140 cycles: 2000 rounds are tens of microseconds.)
+  spin_limit_ = num_devices_ <= static_cast<int64_t>(hw) ? 2000 : 20;
   for (int64_t d = 0; d < num_devices_; ++d)
     communicators_.push_back(std::make_unique<ThreadsCommunicator>(*this, d));
 }
@@ -562,13 +566,20 @@ void ThreadsWorld::Abort(int64_t device, const std::string& message) {
     if (aborted_.load(std::memory_order_relaxed)) return;
     abort_message_ = "device " + std::to_string(device) + " failed: " + message;
   }
-  aborted_.store(true, std::memory_order_release);
+  aborted_.store(true, std::memory_order_seq_cst);
+  WakeSleepers();
 }
 
 void ThreadsWorld::MarkFinished(int64_t device) {
   int64_t expected = -1;
   finished_device_.compare_exchange_strong(expected, device,
-                                           std::memory_order_acq_rel);
+                                           std::memory_order_seq_cst);
+  WakeSleepers();
+}
+
+void ThreadsWorld::WakeSleepers() {
+  wake_word_.fetch_add(1, std::memory_order_seq_cst);
+  wake_word_.notify_all();
 }
 
 Status ThreadsWorld::AbortedStatus() const {
@@ -583,9 +594,13 @@ Status ThreadsWorld::Rendezvous(int64_t device) {
   const uint64_t gen = generation_.load(std::memory_order_acquire);
   if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == num_devices_) {
     arrived_.store(0, std::memory_order_relaxed);
-    generation_.store(gen + 1, std::memory_order_release);
+    generation_.store(gen + 1, std::memory_order_seq_cst);
+    // seq_cst pairs with the sleeper's increment-then-recheck below: either
+    // it sees the new generation or we see it counted.
+    if (sleepers_.load(std::memory_order_seq_cst) > 0) WakeSleepers();
     return Status::Ok();
   }
+  Clock::time_point yield_start;
   for (int64_t i = 0;; ++i) {
     if (generation_.load(std::memory_order_acquire) != gen) return Status::Ok();
     if (aborted_.load(std::memory_order_acquire)) return AbortedStatus();
@@ -600,10 +615,25 @@ Status ThreadsWorld::Rendezvous(int64_t device) {
                       "sequences differ)");
       return AbortedStatus();
     }
-    if (i < spin_limit_)
+    if (i < spin_limit_) {
       CpuRelax();
-    else
+      continue;
+    }
+    Clock::time_point now = Clock::now();
+    if (i == spin_limit_) yield_start = now;
+    if (now - yield_start < std::chrono::microseconds(yield_microseconds_)) {
       std::this_thread::yield();
+      continue;
+    }
+    // Long wait: sleep on the futex until a releaser, an abort or a finishing
+    // device bumps wake_word_; then loop to re-check everything.
+    const uint32_t word = wake_word_.load(std::memory_order_seq_cst);
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);
+    if (generation_.load(std::memory_order_seq_cst) == gen &&
+        !aborted_.load(std::memory_order_seq_cst) &&
+        finished_device_.load(std::memory_order_seq_cst) < 0)
+      wake_word_.wait(word, std::memory_order_seq_cst);
+    sleepers_.fetch_sub(1, std::memory_order_seq_cst);
   }
 }
 
@@ -612,6 +642,8 @@ Status ThreadsWorld::Rendezvous(int64_t device) {
 Status RunOnThreads(ThreadsWorld& world,
                     const std::function<Status(int device, Communicator&)>& fn) {
   const int64_t n = world.num_devices();
+  // Devices that finished a previous run on this world are back.
+  world.finished_device_.store(-1, std::memory_order_release);
   std::mutex mu;
   Status first_error;
   auto record = [&](int64_t d, const Status& s) {

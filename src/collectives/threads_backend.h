@@ -1,8 +1,11 @@
 // The `threads` collectives backend: N virtual devices in one process, one
 // thread each, exchanging data through shared memory. Devices meet at a
-// spin-then-yield barrier (no sleeping in the kernel, which matters for the
-// many tiny collectives of a partitioned program); each publishes pointers to
-// its buffers and reads what it needs from the others directly.
+// spin-then-yield barrier: no sleeping in the kernel while partners are close
+// behind, which matters for the many tiny collectives of a partitioned
+// program. Only a wait that outlasts the yield phase (a partner busy in a long
+// computation, or an overloaded machine) falls back to a futex sleep. Each
+// device publishes pointers to its buffers and reads what it needs from the
+// others directly.
 #pragma once
 
 #include <atomic>
@@ -41,22 +44,33 @@ class ThreadsWorld {
   // naming it, instead of waiting for a partner that will never come.
   void MarkFinished(int64_t device);
 
-  // Busy-wait iterations (with a CPU pause) before a waiter starts calling
-  // std::this_thread::yield(). The default depends on whether the devices
-  // outnumber the hardware threads.
-  void set_spin_limit(int64_t iterations) { spin_limit_ = iterations; }
+  // How a device waits at a rendezvous: first `spin_iterations` busy-wait
+  // rounds with a CPU pause, then std::this_thread::yield() rounds for up to
+  // `yield_microseconds`, then a futex sleep until the last device arrives.
+  // The default spin count depends on whether the devices outnumber the
+  // hardware threads. Set before any collective runs.
+  void set_wait_policy(int64_t spin_iterations, int64_t yield_microseconds) {
+    spin_limit_ = spin_iterations;
+    yield_microseconds_ = yield_microseconds;
+  }
 
  private:
   friend class ThreadsCommunicator;
+  friend Status RunOnThreads(
+      ThreadsWorld& world,
+      const std::function<Status(int device, Communicator&)>& fn);
   struct Slot;
 
   // Waits until all devices arrive. Returns an error if the world is or
   // becomes aborted, or a device finished early.
   Status Rendezvous(int64_t device);
   Status AbortedStatus() const;
+  // Wakes devices sleeping in Rendezvous (they re-check the barrier state).
+  void WakeSleepers();
 
   const int64_t num_devices_;
   int64_t spin_limit_;
+  int64_t yield_microseconds_ = 200;
   std::vector<std::unique_ptr<Communicator>> communicators_;
   std::unique_ptr<Slot[]> slots_;
 
@@ -66,6 +80,10 @@ class ThreadsWorld {
   alignas(64) std::atomic<uint64_t> generation_{0};
   alignas(64) std::atomic<bool> aborted_{false};
   std::atomic<int64_t> finished_device_{-1};
+  // Futex word and sleeper count of the slow path: a releaser or an abort
+  // bumps wake_word_ and notifies only when someone may be asleep.
+  alignas(64) std::atomic<uint32_t> wake_word_{0};
+  std::atomic<int64_t> sleepers_{0};
   mutable std::mutex abort_mu_;
   std::string abort_message_;  // set once, before aborted_ becomes true
 };
@@ -77,7 +95,9 @@ class ThreadsWorld {
 Status RunOnThreads(int num_devices,
                     const std::function<Status(int device, Communicator&)>& fn);
 
-// The same on an existing world (e.g. to set its spin limit first).
+// The same on an existing world (e.g. to set its wait policy first, or to
+// run several times on one world). REQUIRES: no other run on `world` is in
+// progress.
 Status RunOnThreads(ThreadsWorld& world,
                     const std::function<Status(int device, Communicator&)>& fn);
 

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <stdexcept>
+#include <thread>
 
 #include "collectives/collectives.h"
 #include "collectives/threads_backend.h"
@@ -244,6 +245,62 @@ TEST(ThreadsErrorsTest, DeviceLeavingEarlyIsReported) {
       EXPECT_TRUE(Contains(statuses[d].message(),
                            "device " + std::to_string(n - 1) + " failed"))
           << statuses[d].message();
+  }
+}
+
+// A world can host several runs: devices that finished one run are not
+// mistaken for devices that left early in the next.
+TEST(ThreadsErrorsTest, WorldReusedAcrossRuns) {
+  ThreadsWorld world(3);
+  for (int run = 0; run < 3; ++run) {
+    Status s = RunOnThreads(world, [&](int d, Communicator& c) {
+      int32_t v = d + run, out = 0;
+      MS_RETURN_IF_ERROR(
+          c.AllReduce(&v, &out, PrimitiveType::S32, 1, ReductionKind::kAdd, {}));
+      return out == 3 + 3 * run ? Status::Ok() : Status::Error("wrong sum");
+    });
+    EXPECT_TRUE(s.ok()) << "run " << run << ": " << s.message();
+  }
+}
+
+// The futex slow path: with no spinning and no yielding every waiter goes to
+// sleep at once; releases, aborts and early exits must still wake it.
+TEST(ThreadsErrorsTest, SleepingWaitersAreWoken) {
+  for (int n : {2, 5}) {
+    ThreadsWorld world(n);
+    world.set_wait_policy(/*spin_iterations=*/0, /*yield_microseconds=*/0);
+    Status s = RunOnThreads(world, [&](int d, Communicator& c) {
+      for (int r = 0; r < 300; ++r) {
+        int32_t v = d, out = 0;
+        MS_RETURN_IF_ERROR(
+            c.AllReduce(&v, &out, PrimitiveType::S32, 1, ReductionKind::kAdd, {}));
+        if (out != n * (n - 1) / 2) return Status::Error("wrong sum");
+      }
+      return Status::Ok();
+    });
+    EXPECT_TRUE(s.ok()) << s.message();
+
+    ThreadsWorld aborting(n);
+    aborting.set_wait_policy(0, 0);
+    s = RunOnThreads(aborting, [&](int d, Communicator& c) {
+      if (d == n - 1) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        return Status::Error("late failure");
+      }
+      return c.Barrier();
+    });
+    EXPECT_EQ(s.message(), "late failure");
+
+    ThreadsWorld leaving(n);
+    leaving.set_wait_policy(0, 0);
+    s = RunOnThreads(leaving, [&](int d, Communicator& c) {
+      if (d == 0) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        return Status::Ok();
+      }
+      return c.Barrier();
+    });
+    EXPECT_TRUE(Contains(s.message(), "returned while device")) << s.message();
   }
 }
 
