@@ -27,6 +27,17 @@ void Module::RemoveComputation(Computation* c) {
   computations_.erase(it);
 }
 
+std::unique_ptr<Computation> Module::ReleaseComputation(Computation* c) {
+  auto it = std::find_if(computations_.begin(), computations_.end(),
+                         [&](const auto& p) { return p.get() == c; });
+  MS_CHECK(it != computations_.end());
+  std::unique_ptr<Computation> owned = std::move(*it);
+  computations_.erase(it);
+  if (entry_ == c) entry_ = nullptr;
+  owned->parent_ = nullptr;
+  return owned;
+}
+
 std::vector<Computation*> Module::MakeComputationPostOrder() const {
   std::vector<Computation*> order;
   std::unordered_set<const Computation*> visited;

@@ -28,6 +28,9 @@ class Module {
   void set_entry(Computation* c) { entry_ = c; }
   Computation* FindComputation(const std::string& name) const;
   void RemoveComputation(Computation* c);
+  // Removes `c` from the module without destroying it (to move it into
+  // another module).
+  std::unique_ptr<Computation> ReleaseComputation(Computation* c);
 
   // Computations ordered callees before callers (the entry last).
   std::vector<Computation*> MakeComputationPostOrder() const;

@@ -1,0 +1,214 @@
+// Shape and data-movement ops: broadcast, transpose and reshape carry the
+// result's tiling back to the operand; slice, concatenate and the
+// "pass-through" ops (pad, reverse, dynamic-slice, dynamic-update-slice,
+// sort, reduce-window, map) work tile by tile on every dim except the ones
+// they reach across, which are made whole first.
+#include <algorithm>
+
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+namespace {
+
+// Groups of consecutive input and output dims of a reshape whose sizes have
+// equal products (size-1 dims join the group before them).
+struct DimGroup {
+  std::vector<int64_t> in, out;
+};
+
+std::optional<std::vector<DimGroup>> ReshapeGroups(const std::vector<int64_t>& a,
+                                                   const std::vector<int64_t>& b) {
+  std::vector<DimGroup> groups;
+  size_t i = 0, j = 0;
+  while (i < a.size() || j < b.size()) {
+    DimGroup g;
+    int64_t pa = 1, pb = 1;
+    if (i < a.size()) { g.in.push_back(i); pa = a[i++]; }
+    if (j < b.size()) { g.out.push_back(j); pb = b[j++]; }
+    while (pa != pb) {
+      if (pa < pb && i < a.size()) { g.in.push_back(i); pa *= a[i++]; }
+      else if (pb < pa && j < b.size()) { g.out.push_back(j); pb *= b[j++]; }
+      else return std::nullopt;
+    }
+    // Trailing size-1 dims belong to this group.
+    while (i < a.size() && a[i] == 1 && (j >= b.size() || b[j] != 1)) g.in.push_back(i++);
+    while (j < b.size() && b[j] == 1 && (i >= a.size() || a[i] != 1)) g.out.push_back(j++);
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+// The operand sharding under which reshape maps whole tiles of the operand
+// onto whole tiles of a result sharded by `out`, or nullopt.
+std::optional<Sharding> ReshapeOperandSharding(const std::vector<int64_t>& in_dims,
+                                               const std::vector<int64_t>& out_dims,
+                                               const Sharding& out) {
+  if (!out.IsTiled()) return out;
+  auto groups = ReshapeGroups(in_dims, out_dims);
+  if (!groups) return std::nullopt;
+  std::vector<int64_t> in_tiles(in_dims.size(), 1);
+  for (const DimGroup& g : *groups) {
+    std::vector<int64_t> tiled;
+    for (int64_t o : g.out)
+      if (out.TileDim(o) > 1) tiled.push_back(o);
+    if (tiled.empty()) continue;
+    if (tiled.size() > 1) return std::nullopt;
+    auto first_big = [](const std::vector<int64_t>& dims, const std::vector<int64_t>& sizes) {
+      for (int64_t d : dims)
+        if (sizes[d] > 1) return d;
+      return dims.empty() ? int64_t{-1} : dims[0];
+    };
+    int64_t o = tiled[0];
+    int64_t in = first_big(g.in, in_dims);
+    if (o != first_big(g.out, out_dims) || in < 0) return std::nullopt;
+    const int64_t t = out.TileDim(o);
+    int64_t big_in = 0, big_out = 0;
+    for (int64_t d : g.in) big_in += in_dims[d] > 1;
+    for (int64_t d : g.out) big_out += out_dims[d] > 1;
+    // One real dim on each side: the same dim renamed, uneven tiles are fine.
+    bool same_dim = big_in == 1 && big_out == 1;
+    if (!same_dim && (out_dims[o] % t != 0 || in_dims[in] % t != 0)) return std::nullopt;
+    in_tiles[in] = t;
+  }
+  std::vector<int64_t> dims = in_tiles;
+  const TileAssignment& ta = out.tile_assignment();
+  for (int64_t k = out.TiledDataRank(); k < ta.num_dimensions(); ++k)
+    dims.push_back(ta.dim(k));
+  return Sharding::Subgroup(ta.Reshape(dims), out.subgroup_types());
+}
+
+}  // namespace
+
+Status HandleBroadcast(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const std::vector<int64_t>& bdims = instr.attrs().dimensions;
+  Sharding in = ProjectSharding(out, bdims);
+  PartitionedValue operand = ctx.OperandAs(instr, 0, in);
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), out), {operand.hlo});
+  ctx.Set(instr, {r, instr.shape(), out});
+  return Status::Ok();
+}
+
+Status HandleTranspose(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const std::vector<int64_t>& perm = instr.attrs().dimensions;
+  std::vector<int64_t> inverse(perm.size());
+  for (size_t j = 0; j < perm.size(); ++j) inverse[perm[j]] = j;
+  PartitionedValue operand = ctx.OperandAs(instr, 0, ProjectSharding(out, inverse));
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), out), {operand.hlo});
+  ctx.Set(instr, {r, instr.shape(), out});
+  return Status::Ok();
+}
+
+Status HandleReshape(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const Shape& in_shape = instr.operand(0)->shape();
+  std::optional<Sharding> in =
+      ReshapeOperandSharding(in_shape.dimensions(), instr.shape().dimensions(), out);
+  if (in) {
+    PartitionedValue operand = ctx.OperandAs(instr, 0, *in);
+    Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), out), {operand.hlo});
+    ctx.Set(instr, {r, instr.shape(), out});
+    return Status::Ok();
+  }
+  // The tiling does not survive the reshape: reshape whole, then slice.
+  PartitionedValue operand = ctx.OperandAs(instr, 0, Sharding::Replicate());
+  Instruction* r = ctx.Clone(instr, instr.shape(), {operand.hlo});
+  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), Sharding::Replicate()}, out));
+  return Status::Ok();
+}
+
+Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const Shape& in_shape = instr.operand(0)->shape();
+  std::vector<int64_t> sliced;
+  for (int64_t d = 0; d < in_shape.rank(); ++d) {
+    const SliceDimension& s = instr.attrs().slice[d];
+    if (s.start != 0 || s.limit != in_shape.dimensions(d) || s.stride != 1) sliced.push_back(d);
+  }
+  Sharding mid = ReplicateDims(out, sliced);
+  PartitionedValue operand = ctx.OperandAs(instr, 0, mid);
+  Shape local = LocalShape(instr.shape(), mid);
+  Instruction* r = ctx.Clone(instr, local, {operand.hlo});
+  for (int64_t d = 0; d < in_shape.rank(); ++d)
+    if (std::find(sliced.begin(), sliced.end(), d) == sliced.end())
+      r->mutable_attrs().slice[d] = {0, local.dimensions(d), 1};
+  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
+  return Status::Ok();
+}
+
+Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  Sharding mid = ReplicateDims(out, {instr.attrs().dimensions.at(0)});
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i)
+    operands.push_back(ctx.OperandAs(instr, i, mid).hlo);
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid), operands);
+  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
+  return Status::Ok();
+}
+
+Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const Shape& first = instr.shape().IsTuple() ? instr.shape().tuple_shapes(0) : instr.shape();
+  Sharding out0 = out.IsTuple() ? out.tuple_elements().at(0) : out;
+  if (!first.IsArray() || out0.IsTuple()) return ctx.Fallback(instr);
+  const Shape& in0 = instr.operand(0)->shape();
+  // Dims the op reaches across; every other dim is independent.
+  std::vector<int64_t> full;
+  const Attributes& a = instr.attrs();
+  switch (instr.opcode()) {
+    case Opcode::kPad:
+      for (int64_t d = 0; d < in0.rank(); ++d)
+        if (a.padding[d].low != 0 || a.padding[d].high != 0 || a.padding[d].interior != 0)
+          full.push_back(d);
+      break;
+    case Opcode::kReverse:
+      full = a.dimensions;
+      break;
+    case Opcode::kSort:
+      full = a.dimensions;
+      break;
+    case Opcode::kDynamicSlice:
+      for (int64_t d = 0; d < in0.rank(); ++d)
+        if (a.dynamic_slice_sizes[d] != in0.dimensions(d)) full.push_back(d);
+      break;
+    case Opcode::kDynamicUpdateSlice: {
+      const Shape& update = instr.operand(1)->shape();
+      for (int64_t d = 0; d < in0.rank(); ++d)
+        if (update.dimensions(d) != in0.dimensions(d)) full.push_back(d);
+      break;
+    }
+    case Opcode::kReduceWindow:
+      if (!a.window) return ctx.Fallback(instr);
+      for (int64_t d = 0; d < in0.rank(); ++d) {
+        const WindowDimension& w = (*a.window)[d];
+        if (w.size != 1 || w.stride != 1 || w.padding_low != 0 || w.padding_high != 0 ||
+            w.base_dilation != 1 || w.window_dilation != 1)
+          full.push_back(d);
+      }
+      break;
+    case Opcode::kMap:
+      break;
+    default:
+      return ctx.Fallback(instr);
+  }
+  Sharding mid = ReplicateDims(out0, full);
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i) {
+    const Shape& s = instr.operand(i)->shape();
+    bool tiled_like_result = s.IsArray() && s.rank() == first.rank() && s.rank() > 0;
+    operands.push_back(
+        ctx.OperandAs(instr, i, tiled_like_result ? mid : Sharding::Replicate()).hlo);
+  }
+  Sharding mid_all = mid;
+  if (instr.shape().IsTuple())
+    mid_all = Sharding::Tuple(std::vector<Sharding>(instr.shape().tuple_size(), mid));
+  Shape local = LocalShape(instr.shape(), mid_all);
+  Instruction* r = ctx.Clone(instr, local, operands);
+  if (instr.opcode() == Opcode::kDynamicSlice) r->mutable_attrs().dynamic_slice_sizes = local.dimensions();
+  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid_all}, out));
+  return Status::Ok();
+}
+
+}  // namespace meshsplit::spmd

@@ -1,0 +1,60 @@
+// Tuples, get-tuple-element and custom-calls: tuples carry their elements'
+// shardings through; Sharding custom-calls reshard; SPMDFullToShardShape /
+// SPMDShardToFullShape enter and leave manual regions by reinterpreting the
+// local value. Other custom-calls run replicated.
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+
+Status HandleTuple(SpmdContext& ctx, const Instruction& instr) {
+  std::vector<Instruction*> elems;
+  std::vector<Sharding> shardings;
+  std::vector<Shape> local;
+  Sharding target = ctx.ShardingOf(instr);
+  for (int i = 0; i < instr.operand_count(); ++i) {
+    PartitionedValue v = ctx.Get(instr.operand(i));
+    if (instr.has_sharding()) v = Reshard(ctx.b, v, ElementSharding(target, instr.shape(), i));
+    elems.push_back(v.hlo);
+    shardings.push_back(v.sharding);
+    local.push_back(v.hlo->shape());
+  }
+  Instruction* t = ctx.Clone(instr, Shape::Tuple(local), elems);
+  ctx.Set(instr, {t, instr.shape(), Sharding::Tuple(shardings)});
+  return Status::Ok();
+}
+
+Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr) {
+  const PartitionedValue& v = ctx.Get(instr.operand(0));
+  const int64_t i = instr.attrs().tuple_index;
+  Instruction* gte = ctx.Clone(instr, v.hlo->shape().tuple_shapes(i), {v.hlo});
+  PartitionedValue out{gte, instr.shape(), ElementSharding(v.sharding, v.shape, i)};
+  if (instr.has_sharding()) out = Reshard(ctx.b, out, ctx.ShardingOf(instr));
+  ctx.Set(instr, out);
+  return Status::Ok();
+}
+
+Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
+  const std::string& target = instr.attrs().custom_call_target;
+  if (target == "Sharding" && instr.operand_count() == 1) {
+    ctx.Set(instr, ctx.OperandAs(instr, 0, ctx.ShardingOf(instr)));
+    return Status::Ok();
+  }
+  if ((target == "SPMDFullToShardShape" || target == "SPMDShardToFullShape") &&
+      instr.operand_count() == 1 && instr.shape().IsArray()) {
+    const PartitionedValue& v = ctx.Get(instr.operand(0));
+    Sharding s = ctx.ShardingOf(instr);
+    // Full-to-shard: the local tile becomes a manual value of the shard
+    // shape. Shard-to-full: the manual local value is the tile of the
+    // result's sharding. Either way the data stays where it is.
+    Shape local = target == "SPMDFullToShardShape" ? instr.shape()
+                                                    : LocalShape(instr.shape(), s);
+    if (s.HasManualSubgroup() || !local.Compatible(v.hlo->shape()))
+      return ctx.Fallback(instr, "manual region whose local shapes do not line up");
+    Instruction* copy = ctx.b.Add(Opcode::kCopy, v.hlo->shape(), {v.hlo}, instr.name());
+    ctx.Set(instr, {copy, instr.shape(), s});
+    return Status::Ok();
+  }
+  return ctx.Fallback(instr, "custom-call target '" + target + "'");
+}
+
+}  // namespace meshsplit::spmd

@@ -1,0 +1,279 @@
+// The partitioner driver: validates shardings, walks the entry computation
+// in post order calling one handler per opcode (the switch below names every
+// opcode, so a new one cannot be forgotten), reshards the root, and
+// assembles the output module. Called computations of ops that run
+// unpartitioned are copied verbatim.
+#include "partitioner/partitioner.h"
+
+#include <iostream>
+
+#include "partitioner/context.h"
+#include "support/check.h"
+
+namespace meshsplit {
+namespace spmd {
+
+bool IsTriviallyReplicated(const Sharding& s) {
+  if (s.IsTuple()) {
+    for (const Sharding& e : s.tuple_elements())
+      if (!IsTriviallyReplicated(e)) return false;
+    return true;
+  }
+  return s.IsReplicated() || s.IsMaximal() || s.IsUnknown();
+}
+
+Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
+  Sharding s = instr.has_sharding() ? *instr.sharding() : Sharding::Replicate();
+  s = NormalizeForPartitioning(s);
+  if (instr.shape().IsTuple() && !s.IsTuple()) {
+    std::vector<Sharding> elems(instr.shape().tuple_size(), s);
+    return Sharding::Tuple(std::move(elems));
+  }
+  return s;
+}
+
+const PartitionedValue& SpmdContext::Get(const Instruction* instr) const {
+  auto it = values_.find(instr);
+  MS_CHECK_MSG(it != values_.end(), "operand " << instr->name() << " not partitioned yet");
+  return it->second;
+}
+
+Computation* SpmdContext::CloneCalled(const Computation* c) {
+  auto it = verbatim_->find(c);
+  if (it != verbatim_->end()) return it->second;
+  auto out = std::make_unique<Computation>(c->name());
+  std::unordered_map<const Instruction*, Instruction*> map;
+  for (Instruction* in : c->MakePostOrder()) {
+    Opcode op = in->opcode();
+    if (op == Opcode::kCustomCall && in->attrs().custom_call_target == "Sharding")
+      op = Opcode::kCopy;
+    auto copy = std::make_unique<Instruction>(op, in->name(), in->shape());
+    copy->mutable_attrs() = in->attrs();
+    if (op == Opcode::kCopy) copy->mutable_attrs().custom_call_target.clear();
+    if (in->has_literal()) copy->set_literal(in->literal());
+    std::vector<Computation*> called;
+    for (const Computation* cc : in->called_computations()) called.push_back(CloneCalled(cc));
+    copy->set_called_computations(called);
+    copy->set_loc(in->loc());
+    for (Instruction* o : in->operands()) copy->AppendOperand(map.at(o));
+    map[in] = out->AddInstruction(std::move(copy));
+  }
+  if (c->root() != nullptr) out->set_root(map.at(c->root()));
+  out->set_execution_thread(c->execution_thread());
+  Computation* raw = out.get();
+  cloned_.push_back(std::move(out));
+  (*verbatim_)[c] = raw;
+  return raw;
+}
+
+Instruction* SpmdContext::Clone(const Instruction& instr, Shape shape,
+                                std::vector<Instruction*> operands) {
+  // The first copy of an input instruction keeps its (reserved) name.
+  std::string name = named_.insert(&instr).second
+                         ? instr.name()
+                         : b.module()->UniqueInstructionName(instr.name());
+  auto c = std::make_unique<Instruction>(instr.opcode(), name, std::move(shape));
+  c->mutable_attrs() = instr.attrs();
+  if (instr.has_literal()) c->set_literal(instr.literal());
+  std::vector<Computation*> called;
+  for (const Computation* cc : instr.called_computations()) called.push_back(CloneCalled(cc));
+  c->set_called_computations(called);
+  c->set_loc(instr.loc());
+  for (Instruction* o : operands) c->AppendOperand(o);
+  return b.AddInstruction(std::move(c));
+}
+
+Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
+  bool moves_data = !IsTriviallyReplicated(ShardingOf(instr));
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i) {
+    const PartitionedValue& v = Get(instr.operand(i));
+    moves_data |= !IsTriviallyReplicated(v.sharding);
+    operands.push_back(Reshard(b, v, Sharding::Replicate()).hlo);
+  }
+  if (moves_data) {
+    std::string msg = std::string(OpcodeName(instr.opcode())) + " %" + instr.name() +
+                      " has no partitioning rule" + (why.empty() ? "" : " (" + why + ")") +
+                      "; it runs replicated";
+    if (options.strict) return Status::Error(msg, instr.loc());
+    if (options.warn_on_fallback)
+      std::cerr << FormatDiagnostic(instr.loc(), "warning", msg) << "\n";
+  }
+  Instruction* full = Clone(instr, instr.shape(), operands);
+  PartitionedValue v{full, instr.shape(), Sharding::Replicate()};
+  Set(instr, Reshard(b, v, ShardingOf(instr)));
+  return Status::Ok();
+}
+
+namespace {
+
+Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
+  switch (instr.opcode()) {
+    case Opcode::kParameter:
+      return HandleParameter(ctx, instr);
+    case Opcode::kConstant:
+      return HandleConstant(ctx, instr);
+    case Opcode::kIota:
+      return HandleIota(ctx, instr);
+
+    case Opcode::kAbs: case Opcode::kCbrt: case Opcode::kCeil: case Opcode::kClz:
+    case Opcode::kCos: case Opcode::kErf: case Opcode::kExp: case Opcode::kExpm1:
+    case Opcode::kFloor: case Opcode::kImag: case Opcode::kIsFinite: case Opcode::kLog:
+    case Opcode::kLog1p: case Opcode::kLogistic: case Opcode::kNegate: case Opcode::kNot:
+    case Opcode::kPopcnt: case Opcode::kReal: case Opcode::kRoundNearestAfz:
+    case Opcode::kRoundNearestEven: case Opcode::kRsqrt: case Opcode::kSign:
+    case Opcode::kSin: case Opcode::kSqrt: case Opcode::kTan: case Opcode::kTanh:
+    case Opcode::kCopy: case Opcode::kConvert: case Opcode::kReducePrecision:
+    case Opcode::kAdd: case Opcode::kAnd: case Opcode::kAtan2: case Opcode::kComplex:
+    case Opcode::kDivide: case Opcode::kMaximum: case Opcode::kMinimum:
+    case Opcode::kMultiply: case Opcode::kOr: case Opcode::kPower:
+    case Opcode::kRemainder: case Opcode::kShiftLeft:
+    case Opcode::kShiftRightArithmetic: case Opcode::kShiftRightLogical:
+    case Opcode::kSubtract: case Opcode::kXor: case Opcode::kCompare:
+    case Opcode::kSelect: case Opcode::kClamp:
+      return HandleElementwise(ctx, instr);
+
+    case Opcode::kBroadcast:
+      return HandleBroadcast(ctx, instr);
+    case Opcode::kReshape:
+      return HandleReshape(ctx, instr);
+    case Opcode::kTranspose:
+      return HandleTranspose(ctx, instr);
+    case Opcode::kSlice:
+      return HandleSlice(ctx, instr);
+    case Opcode::kConcatenate:
+      return HandleConcatenate(ctx, instr);
+    case Opcode::kPad: case Opcode::kReverse: case Opcode::kDynamicSlice:
+    case Opcode::kDynamicUpdateSlice: case Opcode::kSort: case Opcode::kReduceWindow:
+    case Opcode::kMap:
+      return HandlePassThrough(ctx, instr);
+    case Opcode::kReduce:
+      return HandleReduce(ctx, instr);
+    case Opcode::kDot:
+      return HandleDot(ctx, instr);
+    case Opcode::kTuple:
+      return HandleTuple(ctx, instr);
+    case Opcode::kGetTupleElement:
+      return HandleGetTupleElement(ctx, instr);
+    case Opcode::kCustomCall:
+      return HandleCustomCall(ctx, instr);
+
+    // No rule yet: run on whole values.
+    // TODO(partitioner-core): halo exchange for convolution / windowed ops,
+    // gather/scatter pass-through dims, while/conditional bodies.
+    case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
+    case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
+    case Opcode::kGather: case Opcode::kScatter: case Opcode::kSelectAndScatter:
+    case Opcode::kRaggedDot: case Opcode::kConvolution: case Opcode::kFft:
+    case Opcode::kCholesky: case Opcode::kTriangularSolve:
+    case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
+    case Opcode::kBatchNormGrad: case Opcode::kWhile: case Opcode::kConditional:
+    case Opcode::kCall: case Opcode::kOptimizationBarrier: case Opcode::kDomain:
+    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRng:
+    case Opcode::kRngBitGenerator: case Opcode::kRngGetAndUpdateState:
+    case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
+    case Opcode::kAllToAll: case Opcode::kCollectivePermute:
+      return ctx.Fallback(instr);
+  }
+  return ctx.Fallback(instr);
+}
+
+Status ValidateShardings(const Module& input, int64_t n) {
+  for (const auto& comp : input.computations()) {
+    for (const auto& instr : comp->instructions()) {
+      if (!instr->has_sharding()) continue;
+      const Shape& shape = instr->shape();
+      Status s;
+      if (shape.IsTuple()) {
+        std::vector<int64_t> ranks;
+        for (const Shape& e : shape.tuple_shapes()) ranks.push_back(e.IsArray() ? e.rank() : 0);
+        // Nested tuples: validate only the top level.
+        s = instr->sharding()->ValidateTuple(ranks, n);
+      } else if (instr->sharding()->IsTuple()) {
+        s = Status::Error("tuple sharding on a non-tuple value");
+      } else if (shape.IsArray()) {
+        s = instr->sharding()->Validate(shape.rank(), n);
+      }
+      if (!s.ok())
+        return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" +
+                                 instr->name() + ": " + s.message(),
+                             instr->loc());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+}  // namespace spmd
+
+StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
+                                                  const PartitionOptions& options) {
+  using namespace spmd;
+  const int64_t n = options.num_partitions > 0 ? options.num_partitions
+                                               : input.num_partitions();
+  if (n < 1) return Status::Error("num_partitions must be at least 1");
+  if (input.entry() == nullptr) return Status::Error("module has no entry computation");
+  MS_RETURN_IF_ERROR(ValidateShardings(input, n));
+
+  auto out = std::make_unique<Module>(input.name());
+  out->set_num_partitions(n);
+  out->set_replica_count(input.replica_count());
+  for (const auto& kv : input.header_attrs())
+    if (kv.first != "entry_computation_layout") out->mutable_header_attrs().push_back(kv);
+  // Input names keep their meaning in the output; new instructions get
+  // fresh ones.
+  for (const auto& comp : input.computations()) {
+    out->ReserveName(comp->name());
+    for (const auto& instr : comp->instructions()) out->ReserveName(instr->name());
+  }
+
+  SpmdModuleState state;
+  state.module = out.get();
+  const Computation* in_entry = input.entry();
+  auto entry = std::make_unique<Computation>(in_entry->name());
+  std::map<const Computation*, Computation*> verbatim;
+  SpmdBuilder builder(&state, entry.get());
+  SpmdContext ctx(&builder, options, n, &verbatim);
+  for (Instruction* instr : in_entry->MakePostOrder())
+    MS_RETURN_IF_ERROR(PartitionInstruction(ctx, *instr));
+
+  const Instruction* in_root = in_entry->root();
+  if (in_root == nullptr) return Status::Error("entry computation has no root");
+  Sharding root_sharding = ctx.ShardingOf(*in_root);
+  PartitionedValue root = Reshard(builder, ctx.Get(in_root), root_sharding);
+  Instruction* root_hlo = root.hlo;
+  if (root_hlo->opcode() == Opcode::kParameter || root_hlo->has_sharding())
+    root_hlo = builder.Add(Opcode::kCopy, root_hlo->shape(), {root_hlo}, in_root->name());
+  root_hlo->set_sharding(in_root->has_sharding() ? *in_root->sharding() : root.sharding);
+  entry->set_root(root_hlo);
+
+  // Callees before callers: verbatim copies, reducers, then the entry.
+  for (auto& c : ctx.cloned_computations()) out->AddComputation(std::move(c));
+  for (auto& c : state.new_computations) out->AddComputation(std::move(c));
+  out->set_entry(out->AddComputation(std::move(entry)));
+  return out;
+}
+
+StatusOr<bool> PartitionPass::Run(Module& module) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> out, PartitionModule(module, options_));
+  // Move the partitioned computations into `module`, replacing its own.
+  std::vector<Computation*> old;
+  for (const auto& c : module.computations()) old.push_back(c.get());
+  module.set_entry(nullptr);
+  for (Computation* c : old) module.RemoveComputation(c);
+  std::vector<Computation*> order;
+  for (const auto& c : out->computations()) order.push_back(c.get());
+  Computation* new_entry = nullptr;
+  for (Computation* c : order) {
+    std::unique_ptr<Computation> owned = out->ReleaseComputation(c);
+    for (const auto& instr : owned->instructions()) module.ReserveName(instr->name());
+    Computation* added = module.AddComputation(std::move(owned));
+    if (c == out->entry()) new_entry = added;
+  }
+  module.set_entry(new_entry);
+  module.set_num_partitions(out->num_partitions());
+  module.mutable_header_attrs() = out->header_attrs();
+  return true;
+}
+
+}  // namespace meshsplit

@@ -1,0 +1,46 @@
+// The SPMD partitioner: turns a module whose values carry shardings into ONE
+// program that every partition runs, with per-partition shapes, collectives
+// for the data that must move, and per-device behaviour only through
+// partition-id(). Semantics follow XLA's SpmdPartitioner (see DESIGN.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "ir/module.h"
+#include "ir/pass.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+struct PartitionOptions {
+  // Number of partitions (devices); 0 takes num_partitions from the module
+  // header.
+  int64_t num_partitions = 0;
+  // Turn every fallback (an op partitioned by replicating it) into an error.
+  bool strict = false;
+  // Print a warning on stderr for every fallback (strict mode errors instead).
+  bool warn_on_fallback = true;
+};
+
+// REQUIRES: shardings already assigned (propagation ran, or an unannotated
+// instruction is taken as replicated). Returns the partitioned module; the
+// input is not modified. Errors: shardings that do not fit the shapes or the
+// number of partitions, and (strict) ops that would need a fallback.
+StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
+                                                  const PartitionOptions& options);
+
+// The "partition" pass: replaces the module's computations by the
+// partitioned ones.
+class PartitionPass : public Pass {
+ public:
+  explicit PartitionPass(PartitionOptions options = {}) : options_(options) {}
+  std::string_view name() const override { return "partition"; }
+  StatusOr<bool> Run(Module& module) override;
+
+ private:
+  PartitionOptions options_;
+};
+
+}  // namespace meshsplit

@@ -1,0 +1,312 @@
+// Reshard: the choice among local slicing, all-gather, all-to-all,
+// collective-permute and all-reduce / reduce-scatter, each written so that
+// uneven (padded) dims come out right. See reshard.h.
+#include "partitioner/reshard.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "partitioner/sharding_helpers.h"
+#include "support/check.h"
+
+namespace meshsplit::spmd {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Every partition in one group.
+DeviceGroups AllDevices(int64_t n) {
+  return DeviceGroups{TileAssignment::Iota({1, n})};
+}
+
+Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
+  return b.Reducer(t == PrimitiveType::PRED ? Opcode::kOr : Opcode::kAdd, t);
+}
+
+// Local dynamic-slice: `v` holds dims `dims` whole; every other dim is
+// already tiled as in `target`.
+PartitionedValue SliceToTarget(SpmdBuilder& b, const PartitionedValue& v,
+                               const Sharding& target,
+                               const std::vector<int64_t>& dims) {
+  const std::vector<int64_t>& global = v.shape.dimensions();
+  std::vector<int64_t> high(global.size(), 0);
+  std::vector<Instruction*> starts;
+  Instruction* zero = nullptr;
+  for (size_t i = 0; i < global.size(); ++i) {
+    if (Contains(dims, i)) {
+      const int64_t k = target.TileDim(i);
+      high[i] = CeilDiv(global[i], k) * k - global[i];
+      starts.push_back(TileOffset(b, target, global, i));
+    } else {
+      if (zero == nullptr) zero = b.ScalarS32(0);
+      starts.push_back(zero);
+    }
+  }
+  Instruction* x = b.PadHigh(v.hlo, high);
+  Instruction* s = b.DynamicSlice(x, starts, target.TileShape(global));
+  return {s, v.shape, target};
+}
+
+// All-gathers the tiled dims `dims` of `v` (tiled as `v.sharding`) and
+// slices the padding off; the result is tiled as `result`.
+PartitionedValue GatherDims(SpmdBuilder& b, const PartitionedValue& v,
+                            const std::vector<int64_t>& dims, const Sharding& result) {
+  Instruction* x = v.hlo;
+  for (int64_t d : dims) x = b.AllGather(x, d, v.sharding.GroupsAlongDims({d}));
+  std::vector<int64_t> starts(v.shape.rank(), 0);
+  std::vector<int64_t> limits = x->shape().dimensions();
+  for (int64_t d : dims) limits[d] = v.shape.dimensions(d);
+  x = b.Slice(x, starts, limits);
+  return {x, v.shape, result};
+}
+
+// `v` is tiled k ways on dim `a` (and not on `b_dim`); the target tiles
+// `b_dim` k ways with the same devices in the same order, and not `a`.
+PartitionedValue AllToAllPath(SpmdBuilder& b, const PartitionedValue& v, int64_t a,
+                              int64_t b_dim, const Sharding& target) {
+  const int64_t k = v.sharding.TileDim(a);
+  const int64_t nb = v.shape.dimensions(b_dim);
+  const int64_t tb = CeilDiv(nb, k);
+  std::vector<int64_t> high(v.shape.rank(), 0);
+  high[b_dim] = tb * k - nb;
+  Instruction* x = b.PadHigh(v.hlo, high);
+  // Split b into [k, tb] and bring the k pieces to the front.
+  std::vector<int64_t> dims = x->shape().dimensions();
+  std::vector<int64_t> split;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+    if (i == b_dim) {
+      split.push_back(k);
+      split.push_back(tb);
+    } else {
+      split.push_back(dims[i]);
+    }
+  }
+  x = b.Reshape(x, split);
+  const int64_t piece_dim = b_dim;  // index of k in `split`
+  std::vector<int64_t> to_front = {piece_dim};
+  for (int64_t i = 0; i < static_cast<int64_t>(split.size()); ++i)
+    if (i != piece_dim) to_front.push_back(i);
+  x = b.Transpose(x, to_front);
+  x = b.AllToAll(x, 0, v.sharding.GroupsAlongDims({a}));
+  // Now dim 0 is the source tile index along `a`: move it just before `a`
+  // and merge.
+  std::vector<int64_t> rest;  // positions (in x) of the original dims
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+    int64_t pos_in_split = i < b_dim ? i : i + 1;  // tb sits at b_dim + 1
+    int64_t pos_in_x = pos_in_split < piece_dim ? pos_in_split + 1 : pos_in_split;
+    rest.push_back(pos_in_x);
+  }
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) {
+    if (i == a) perm.push_back(0);
+    perm.push_back(rest[i]);
+  }
+  x = b.Transpose(x, perm);
+  std::vector<int64_t> merged;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i)
+    merged.push_back(i == a ? k * dims[a] : (i == b_dim ? tb : dims[i]));
+  x = b.Reshape(x, merged);
+  std::vector<int64_t> starts(dims.size(), 0);
+  std::vector<int64_t> limits = merged;
+  limits[a] = v.shape.dimensions(a);
+  x = b.Slice(x, starts, limits);
+  return {x, v.shape, target};
+}
+
+// Same tile dims, other device order: each partition receives its target
+// tile from a partition that holds it. O(devices) pairs, inherent to
+// collective-permute.
+std::optional<PartitionedValue> TryCollectivePermute(SpmdBuilder& b,
+                                                     const PartitionedValue& v,
+                                                     const Sharding& target) {
+  const Sharding& src = v.sharding;
+  if (!src.IsTiled() || !target.IsTiled()) return std::nullopt;
+  if (src.tile_assignment().dims() != target.tile_assignment().dims() ||
+      src.subgroup_types() != target.subgroup_types())
+    return std::nullopt;
+  std::vector<int64_t> from = src.tile_assignment().Devices();
+  std::vector<int64_t> to = target.tile_assignment().Devices();
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (size_t f = 0; f < from.size(); ++f) pairs.push_back({from[f], to[f]});
+  return PartitionedValue{b.CollectivePermute(v.hlo, std::move(pairs)), v.shape, target};
+}
+
+// Partial sums resolved by a reduce-scatter when the target tiles one dim,
+// untiled in the source, over exactly the unreduced devices in order.
+std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
+                                                 const PartitionedValue& v,
+                                                 const Sharding& target) {
+  const Sharding& src = v.sharding;
+  const int64_t u = src.SubgroupDim(SubgroupType::kUnreduced);
+  if (u < 0 || !target.IsTiled()) return std::nullopt;
+  const int64_t rank = v.shape.rank();
+  if (target.TiledDataRank() != rank) return std::nullopt;
+  const TileAssignment& ta = src.tile_assignment();
+  for (int64_t d = 0; d < rank; ++d) {
+    if (src.TileDim(d) != 1 || target.TileDim(d) != ta.dim(u)) continue;
+    // Candidate: the unreduced dim takes the place of data dim d.
+    std::vector<int64_t> perm, dims;
+    std::vector<SubgroupType> types;
+    for (int64_t i = 0; i < rank; ++i) {
+      perm.push_back(i == d ? u : i);
+      dims.push_back(ta.dim(perm.back()));
+    }
+    perm.push_back(d);
+    dims.push_back(1);
+    types.push_back(SubgroupType::kReplicated);
+    for (size_t k = 0; k < src.subgroup_types().size(); ++k) {
+      if (rank + static_cast<int64_t>(k) == u) continue;
+      perm.push_back(rank + k);
+      dims.push_back(ta.dim(rank + k));
+      types.push_back(src.subgroup_types()[k]);
+    }
+    Sharding candidate = Sharding::Subgroup(ta.Transpose(perm).Reshape(dims), types);
+    if (candidate != target) continue;
+    const int64_t k = ta.dim(u);
+    const int64_t n = v.shape.dimensions(d);
+    std::vector<int64_t> high(rank, 0);
+    high[d] = CeilDiv(n, k) * k - n;
+    Instruction* x = b.PadHigh(v.hlo, high);
+    x = b.ReduceScatter(x, d, src.GroupsAlongDims({u}),
+                        SumReducer(b, v.shape.element_type()));
+    return PartitionedValue{x, v.shape, target};
+  }
+  return std::nullopt;
+}
+
+PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding& dst) {
+  if (v.sharding == dst) return v;
+  // Manual values are already per-device; nothing to move.
+  if (v.sharding.IsManual() || dst.IsManual() || v.sharding.HasManualSubgroup() ||
+      dst.HasManualSubgroup())
+    return {v.hlo, v.shape, dst};
+  if (HasUnreduced(v.sharding)) {
+    if (auto rs = TryReduceScatter(b, v, dst)) return *rs;
+    DeviceGroups groups =
+        v.sharding.kind() == Sharding::Kind::kUnreduced
+            ? AllDevices(b.module()->num_partitions())
+            : v.sharding.GroupsAlongDims({v.sharding.SubgroupDim(SubgroupType::kUnreduced)});
+    v.hlo = b.AllReduce(v.hlo, groups, SumReducer(b, v.shape.element_type()));
+    v.sharding = ReduceUnreduced(v.sharding);
+    if (v.sharding == dst) return v;
+  }
+  const int64_t rank = v.shape.rank();
+  if (rank == 0) return {v.hlo, v.shape, dst};
+  const std::vector<int64_t> src_t = TileCounts(v.sharding, rank);
+  const std::vector<int64_t> dst_t = TileCounts(dst, rank);
+  std::vector<int64_t> more, less;  // tiled only in dst / only in src
+  for (int64_t i = 0; i < rank; ++i) {
+    if (dst_t[i] > 1 && src_t[i] == 1) more.push_back(i);
+    if (src_t[i] > 1 && dst_t[i] == 1) less.push_back(i);
+  }
+  // More tiled: every partition already holds its target tile.
+  if (ReplicateDims(dst, more) == v.sharding) return SliceToTarget(b, v, dst, more);
+  // Less tiled: gather the dims the target does not tile.
+  if (!less.empty() && ReplicateDims(v.sharding, less) == dst)
+    return GatherDims(b, v, less, dst);
+  // The tiling moves from one dim to another over the same devices.
+  if (v.sharding.IsTiled() && dst.IsTiled() && less.size() == 1 && more.size() == 1 &&
+      src_t[less[0]] == dst_t[more[0]]) {
+    std::vector<int64_t> perm(v.sharding.tile_assignment().num_dimensions());
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[less[0]], perm[more[0]]);
+    Sharding swapped = Sharding::Subgroup(v.sharding.tile_assignment().Transpose(perm),
+                                          v.sharding.subgroup_types());
+    if (swapped == dst) return AllToAllPath(b, v, less[0], more[0], dst);
+  }
+  if (auto cp = TryCollectivePermute(b, v, dst)) return *cp;
+  // Gather what differs, then slice; gathering every tiled dim (-> fully
+  // replicated) always works.
+  std::vector<int64_t> differ, all;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (src_t[i] > 1) all.push_back(i);
+    if (src_t[i] > 1 && src_t[i] != dst_t[i]) differ.push_back(i);
+  }
+  for (const std::vector<int64_t>* gather : {&differ, &all}) {
+    if (gather->empty() && gather == &differ) continue;
+    Sharding mid = ReplicateDims(v.sharding, *gather);
+    std::vector<int64_t> slice;
+    for (int64_t i = 0; i < rank; ++i)
+      if (dst_t[i] > 1 && TileCounts(mid, rank)[i] == 1) slice.push_back(i);
+    if (ReplicateDims(dst, slice) != mid) continue;
+    PartitionedValue g = gather->empty() ? v : GatherDims(b, v, *gather, mid);
+    g.sharding = mid;
+    return SliceToTarget(b, g, dst, slice);
+  }
+  MS_CHECK_MSG(false, "no reshard path from " << v.sharding.ToString() << " to "
+                                              << dst.ToString());
+  return v;
+}
+
+}  // namespace
+
+Instruction* TileOffset(SpmdBuilder& b, const Sharding& s,
+                        const std::vector<int64_t>& global_dims, int64_t dim) {
+  const int64_t k = s.TileDim(dim);
+  if (k == 1) return b.ScalarS32(0);
+  Instruction* index = b.TileIndices(s.tile_assignment())[dim];
+  const int64_t tile = CeilDiv(global_dims[dim], k);
+  return b.Binary(Opcode::kMultiply, index, b.ScalarS32(tile));
+}
+
+bool HasPadding(const PartitionedValue& value, const std::vector<int64_t>& dims) {
+  for (int64_t d : dims) {
+    int64_t k = value.sharding.IsTiled() ? value.sharding.TileDim(d) : 1;
+    if (k > 1 && value.shape.dimensions(d) % k != 0) return true;
+  }
+  return false;
+}
+
+Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
+                         const std::vector<int64_t>& dims, Instruction* identity) {
+  const std::vector<int64_t>& local = value.hlo->shape().dimensions();
+  Instruction* mask = nullptr;
+  for (int64_t d : dims) {
+    int64_t k = value.sharding.IsTiled() ? value.sharding.TileDim(d) : 1;
+    const int64_t n = value.shape.dimensions(d);
+    if (k == 1 || n % k == 0) continue;
+    // valid <=> offset + iota < n
+    Instruction* iota = b.Iota(PrimitiveType::S32, local, d);
+    Instruction* offset = TileOffset(b, value.sharding, value.shape.dimensions(), d);
+    Instruction* pos = b.Binary(Opcode::kAdd, iota, b.BroadcastScalar(offset, local));
+    Instruction* valid = b.Compare(pos, b.BroadcastScalar(b.ScalarS32(n), local),
+                                   ComparisonDirection::kLt);
+    mask = mask == nullptr ? valid : b.Binary(Opcode::kAnd, mask, valid);
+  }
+  if (mask == nullptr) return value.hlo;
+  return b.Select(mask, value.hlo, b.BroadcastScalar(identity, local));
+}
+
+PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
+                         const Sharding& target) {
+  if (value.shape.IsTuple()) {
+    if (value.sharding == target) return value;
+    std::vector<Instruction*> elems;
+    std::vector<Sharding> shardings;
+    std::vector<Shape> local_shapes;
+    for (int i = 0; i < value.shape.tuple_size(); ++i) {
+      const Shape& es = value.shape.tuple_shapes(i);
+      Instruction* gte = b.Add(Opcode::kGetTupleElement,
+                               value.hlo->shape().tuple_shapes(i), {value.hlo});
+      gte->mutable_attrs().tuple_index = i;
+      PartitionedValue ev{gte, es, ElementSharding(value.sharding, value.shape, i)};
+      PartitionedValue r = Reshard(b, ev, ElementSharding(target, value.shape, i));
+      elems.push_back(r.hlo);
+      shardings.push_back(r.sharding);
+      local_shapes.push_back(r.hlo->shape());
+    }
+    Instruction* t = b.Add(Opcode::kTuple, Shape::Tuple(local_shapes), elems);
+    return {t, value.shape, Sharding::Tuple(shardings)};
+  }
+  Sharding dst = NormalizeForPartitioning(target);
+  if (!value.shape.IsArray() || dst.IsTuple()) return {value.hlo, value.shape, dst};
+  PartitionedValue v = value;
+  v.sharding = NormalizeForPartitioning(v.sharding);
+  return ReshardArray(b, v, dst);
+}
+
+}  // namespace meshsplit::spmd

@@ -1,0 +1,103 @@
+// Sharding algebra for the partitioner (see sharding_helpers.h).
+#include "partitioner/sharding_helpers.h"
+
+#include "support/check.h"
+
+namespace meshsplit::spmd {
+
+Sharding ProjectSharding(const Sharding& src, const std::vector<int64_t>& dst_to_src,
+                         SubgroupType dropped_type) {
+  if (!src.IsTiled()) return src;
+  const TileAssignment& ta = src.tile_assignment();
+  const int64_t rank = src.TiledDataRank();
+  std::vector<bool> used(rank, false);
+  std::vector<int64_t> perm, dims;
+  std::vector<SubgroupType> types;
+  for (int64_t d : dst_to_src) {
+    if (d >= 0) {
+      MS_CHECK(d < rank && !used[d]);
+      used[d] = true;
+      perm.push_back(d);
+      dims.push_back(ta.dim(d));
+    } else {
+      dims.push_back(1);
+    }
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (used[i]) continue;
+    perm.push_back(i);
+    dims.push_back(ta.dim(i));
+    types.push_back(dropped_type);
+  }
+  for (size_t k = 0; k < src.subgroup_types().size(); ++k) {
+    perm.push_back(rank + k);
+    dims.push_back(ta.dim(rank + k));
+    types.push_back(src.subgroup_types()[k]);
+  }
+  TileAssignment t = ta.Transpose(perm).Reshape(dims);
+  return Sharding::Subgroup(std::move(t), std::move(types));
+}
+
+Sharding ReplicateDims(const Sharding& s, const std::vector<int64_t>& dims) {
+  if (!s.IsTiled() || dims.empty()) return s;
+  std::vector<int64_t> map(s.TiledDataRank());
+  for (int64_t i = 0; i < s.TiledDataRank(); ++i) map[i] = i;
+  for (int64_t d : dims) map[d] = -1;
+  return ProjectSharding(s, map, SubgroupType::kReplicated);
+}
+
+std::vector<int64_t> TileCounts(const Sharding& s, int64_t rank) {
+  std::vector<int64_t> out(rank, 1);
+  if (s.IsTiled())
+    for (int64_t i = 0; i < rank; ++i) out[i] = s.TileDim(i);
+  return out;
+}
+
+bool HasUnreduced(const Sharding& s) {
+  return s.kind() == Sharding::Kind::kUnreduced ||
+         s.SubgroupDim(SubgroupType::kUnreduced) >= 0;
+}
+
+Sharding ReduceUnreduced(const Sharding& s) {
+  if (s.kind() == Sharding::Kind::kUnreduced) return Sharding::Replicate();
+  if (!s.IsTiled()) return s;
+  std::vector<SubgroupType> types = s.subgroup_types();
+  for (SubgroupType& t : types)
+    if (t == SubgroupType::kUnreduced) t = SubgroupType::kReplicated;
+  return Sharding::Subgroup(s.tile_assignment(), types);
+}
+
+Sharding NormalizeForPartitioning(const Sharding& s) {
+  if (s.IsTuple()) {
+    std::vector<Sharding> elems;
+    for (const Sharding& e : s.tuple_elements())
+      elems.push_back(NormalizeForPartitioning(e));
+    return Sharding::Tuple(std::move(elems));
+  }
+  if (s.IsMaximal() || s.IsUnknown()) return Sharding::Replicate();
+  Sharding out = s;
+  out.set_metadata("");
+  out.set_shard_group(std::nullopt);
+  return out;
+}
+
+Sharding ElementSharding(const Sharding& s, const Shape& shape, int64_t index) {
+  if (!s.IsTuple()) return s;
+  if (index < static_cast<int64_t>(s.tuple_elements().size()))
+    return s.tuple_elements()[index];
+  return Sharding::Replicate();
+}
+
+Shape LocalShape(const Shape& global, const Sharding& s) {
+  if (global.IsTuple()) {
+    std::vector<Shape> elems;
+    for (int i = 0; i < global.tuple_size(); ++i)
+      elems.push_back(LocalShape(global.tuple_shapes(i), ElementSharding(s, global, i)));
+    return Shape::Tuple(std::move(elems));
+  }
+  if (!global.IsArray() || s.IsTuple()) return global;
+  Shape out(global.element_type(), s.TileShape(global.dimensions()));
+  return out;
+}
+
+}  // namespace meshsplit::spmd
