@@ -206,24 +206,14 @@ OpShardingRule Convolution(const Instruction& instr) {
     f.size = o >= 0 ? instr.shape().dimensions(o) : ls.dimensions(l);
     r.factors.push_back(f);
   };
-  if (instr.attrs().batch_group_count > 1) {
-    add(FactorKind::kPassThrough, DotRole::kBatch, cd.input_batch_dimension,
-        cd.kernel_output_feature_dimension, cd.output_feature_dimension);
-    add(FactorKind::kReduction, DotRole::kContracting, cd.input_feature_dimension,
-        cd.kernel_input_feature_dimension, -1);
-  } else if (instr.attrs().feature_group_count > 1) {
-    add(FactorKind::kPassThrough, DotRole::kLhsNonContracting,
-        cd.input_batch_dimension, -1, cd.output_batch_dimension);
-    add(FactorKind::kPassThrough, DotRole::kBatch, cd.input_feature_dimension,
-        cd.kernel_output_feature_dimension, cd.output_feature_dimension);
-  } else {
-    add(FactorKind::kPassThrough, DotRole::kLhsNonContracting,
-        cd.input_batch_dimension, -1, cd.output_batch_dimension);
-    add(FactorKind::kPassThrough, DotRole::kRhsNonContracting, -1,
-        cd.kernel_output_feature_dimension, cd.output_feature_dimension);
-    add(FactorKind::kReduction, DotRole::kContracting, cd.input_feature_dimension,
-        cd.kernel_input_feature_dimension, -1);
-  }
+  // Group counts do not change the reading; the driver only uses it when no
+  // windowed dim is sharded or both counts are 1 (as XLA does).
+  add(FactorKind::kPassThrough, DotRole::kLhsNonContracting,
+      cd.input_batch_dimension, -1, cd.output_batch_dimension);
+  add(FactorKind::kPassThrough, DotRole::kRhsNonContracting, -1,
+      cd.kernel_output_feature_dimension, cd.output_feature_dimension);
+  add(FactorKind::kReduction, DotRole::kContracting, cd.input_feature_dimension,
+      cd.kernel_input_feature_dimension, -1);
   for (size_t i = 0; i < cd.input_spatial_dimensions.size(); ++i) {
     const int64_t l = cd.input_spatial_dimensions[i];
     const int64_t k = cd.kernel_spatial_dimensions[i];
@@ -231,16 +221,29 @@ OpShardingRule Convolution(const Instruction& instr) {
     WindowDimension w;
     if (instr.attrs().window && i < instr.attrs().window->size())
       w = (*instr.attrs().window)[i];
-    const bool plain = w.padding_low == 0 && w.padding_high == 0 &&
-                       w.base_dilation == 1 && w.window_dilation == 1 &&
-                       !w.window_reversal;
-    const int64_t lsz = ls.dimensions(l), ksz = rs.dimensions(k),
-                  osz = instr.shape().dimensions(o);
-    if (plain && ksz == 1 && lsz == osz && w.stride == 1) {
-      add(FactorKind::kPassThrough, DotRole::kLhsNonContracting, l, k, o);
-    } else if (plain && lsz == ksz && osz == 1) {
+    const int64_t lsz = ls.dimensions(l), ksz = rs.dimensions(k);
+    const bool no_pad = w.padding_low == 0 && w.padding_high == 0;
+    // A dot batch dim of size B written as a window of size B over a
+    // B-dilated input (stride B-1), or its reversed-padding variant.
+    const bool parallel =
+        (lsz == w.size && lsz == w.base_dilation &&
+         ((std::max<int64_t>(1, lsz - 1) == w.stride && w.window_dilation == 1) ||
+          (std::max<int64_t>(1, lsz - 1) == w.window_dilation && w.stride == 1)) &&
+         no_pad && !w.window_reversal) ||
+        (w.size == lsz && w.padding_high == lsz - 1 && w.padding_low == lsz - 1 &&
+         w.window_reversal && w.window_dilation == 1 && w.stride == lsz &&
+         w.base_dilation == lsz - 1);
+    if (parallel) {
+      add(FactorKind::kPassThrough, DotRole::kBatch, l, k, o);
+    } else if (lsz == w.size && w.base_dilation == 1 && w.window_dilation == 1 &&
+               no_pad && !w.window_reversal) {
       add(FactorKind::kReduction, DotRole::kContracting, l, k, o);
-    } else if (plain && lsz == 1 && ksz == osz) {
+    } else if (w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 &&
+               ksz == 1 && w.size == 1 && no_pad && !w.window_reversal) {
+      add(FactorKind::kPassThrough, DotRole::kLhsNonContracting, l, k, o);
+    } else if (w.stride == 1 && w.window_dilation == 1 && w.base_dilation == 1 &&
+               lsz == 1 && w.size == ksz && w.padding_high == ksz - 1 &&
+               w.padding_low == ksz - 1 && w.window_reversal) {
       add(FactorKind::kPassThrough, DotRole::kRhsNonContracting, l, k, o);
     } else {
       add(FactorKind::kWindowed, DotRole::kConvSpatial, l, k, o);
