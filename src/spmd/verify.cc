@@ -1,0 +1,456 @@
+// Differential verification: random inputs, reference run, SPMD run,
+// tolerance-aware comparison and divergence localisation.
+//
+// Divergence localisation relies on one naming convention of the
+// partitioner: an instruction of the partitioned entry that has the same
+// name as an instruction X of the original entry holds X's value laid out by
+// X's sharding (in the original module after propagation), i.e. its
+// per-device shape is the tile shape of X. Instructions with other names
+// (partial sums, resharding steps) are ignored. Values that cannot be
+// compared that way (tuples, manual shardings, shape mismatches) are skipped.
+#include "spmd/verify.h"
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "ir/computation.h"
+#include "runtime/interpreter.h"
+#include "spmd/executor.h"
+
+#if defined(MESHSPLIT_HAVE_PARTITIONER) && __has_include("partitioner/partitioner.h")
+#include "partitioner/partitioner.h"
+#define MS_SPMD_PARTITIONER 1
+#endif
+#if defined(MESHSPLIT_HAVE_PROPAGATION) && __has_include("propagation/propagation.h")
+#include "propagation/propagation.h"
+#define MS_SPMD_PROPAGATION 1
+#endif
+
+namespace meshsplit {
+namespace {
+
+void FillRandom(Literal& lit, std::mt19937_64& rng) {
+  if (lit.shape().IsTuple()) {
+    for (Literal& e : lit.elements()) FillRandom(e, rng);
+    return;
+  }
+  if (!lit.shape().IsArray()) return;
+  PrimitiveType t = lit.element_type();
+  int64_t n = lit.element_count();
+  if (t == PrimitiveType::F16 || t == PrimitiveType::BF16 || t == PrimitiveType::F32 ||
+      t == PrimitiveType::F64) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, d(rng));
+  } else if (t == PrimitiveType::PRED) {
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, static_cast<int64_t>(rng() & 1));
+  } else if (IsSignedInteger(t) && ByteWidth(t) >= 1 && t != PrimitiveType::S2 &&
+             t != PrimitiveType::S4) {
+    std::uniform_int_distribution<int64_t> d(-4, 4);
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, d(rng));
+  } else if (IsUnsignedInteger(t) && t != PrimitiveType::U2 && t != PrimitiveType::U4) {
+    std::uniform_int_distribution<int64_t> d(0, 8);
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, d(rng));
+  }
+  // Other types (complex, f8, sub-byte) stay zero; the interpreter refuses
+  // most of them anyway.
+}
+
+double Epsilon(PrimitiveType t) {
+  switch (t) {
+    case PrimitiveType::F16: return 9.765625e-4;
+    case PrimitiveType::BF16: return 7.8125e-3;
+    case PrimitiveType::F64: return 2.220446049250313e-16;
+    default: return 1.1920928955078125e-7;
+  }
+}
+
+std::string IndexString(const std::vector<int64_t>& dims, int64_t linear) {
+  std::vector<int64_t> idx(dims.size());
+  for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+    if (dims[i] > 0) {
+      idx[i] = linear % dims[i];
+      linear /= dims[i];
+    }
+  }
+  std::string s = "[";
+  for (size_t i = 0; i < idx.size(); ++i) s += (i ? "," : "") + std::to_string(idx[i]);
+  return s + "]";
+}
+
+std::string FormatDouble(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.9g", v);
+  return buf;
+}
+
+void CompareArrays(const Literal& ref, const Literal& got, const std::string& what,
+                   const CompareOptions& options, Comparison& out) {
+  if (!ref.shape().IsArray()) return;
+  if (!got.shape().IsArray() || !ref.shape().Compatible(got.shape())) {
+    out.ok = false;
+    out.mismatches++;
+    if (out.first_mismatch.empty())
+      out.first_mismatch = what + ": shape " + got.shape().ToString(false) + ", expected " +
+                           ref.shape().ToString(false);
+    return;
+  }
+  PrimitiveType t = ref.element_type();
+  int64_t n = ref.element_count();
+  const std::vector<int64_t>& dims = ref.shape().dimensions();
+  auto record = [&](int64_t i, const std::string& g, const std::string& e) {
+    out.ok = false;
+    out.mismatches++;
+    if (out.first_mismatch.empty())
+      out.first_mismatch = what + IndexString(dims, i) + ": got " + g + ", expected " + e;
+  };
+  bool is_float = t == PrimitiveType::F16 || t == PrimitiveType::BF16 ||
+                  t == PrimitiveType::F32 || t == PrimitiveType::F64;
+  if (!is_float) {
+    int64_t w = ByteWidth(t);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(ref.raw() + i * w, got.raw() + i * w, w) == 0) continue;
+      if (IsUnsignedInteger(t))
+        record(i, std::to_string(got.GetUint(i)), std::to_string(ref.GetUint(i)));
+      else if (IsInteger(t) || t == PrimitiveType::PRED)
+        record(i, std::to_string(got.GetInt(i)), std::to_string(ref.GetInt(i)));
+      else
+        record(i, "(bits differ)", "(reference bits)");
+    }
+    return;
+  }
+  double max_ref = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double r = ref.GetDouble(i);
+    if (std::isfinite(r)) max_ref = std::max(max_ref, std::fabs(r));
+  }
+  double tol = options.factor * Epsilon(t) *
+               std::sqrt(static_cast<double>(std::max<int64_t>(1, options.reduction_length)));
+  double atol = tol * std::max(1.0, max_ref);
+  for (int64_t i = 0; i < n; ++i) {
+    double r = ref.GetDouble(i), g = got.GetDouble(i);
+    if (std::isnan(r) || std::isnan(g)) {
+      if (std::isnan(r) != std::isnan(g)) record(i, FormatDouble(g), FormatDouble(r));
+      continue;
+    }
+    if (std::isinf(r) || std::isinf(g)) {
+      if (r != g) record(i, FormatDouble(g), FormatDouble(r));
+      continue;
+    }
+    double err = std::fabs(g - r);
+    out.max_abs_error = std::max(out.max_abs_error, err);
+    out.max_rel_error = std::max(out.max_rel_error, err / std::max(std::fabs(r), 1e-30));
+    if (err > tol * std::fabs(r) + atol) record(i, FormatDouble(g), FormatDouble(r));
+  }
+}
+
+void CompareRec(const Literal& ref, const Literal& got, const std::string& what,
+                const CompareOptions& options, Comparison& out) {
+  if (ref.shape().IsTuple()) {
+    if (!got.shape().IsTuple() || got.elements().size() != ref.elements().size()) {
+      out.ok = false;
+      out.mismatches++;
+      if (out.first_mismatch.empty())
+        out.first_mismatch = what + ": got " + got.shape().ToString(false) + ", expected " +
+                             ref.shape().ToString(false);
+      return;
+    }
+    for (size_t i = 0; i < ref.elements().size(); ++i)
+      CompareRec(ref.elements()[i], got.elements()[i], what + "{" + std::to_string(i) + "}",
+                 options, out);
+    return;
+  }
+  CompareArrays(ref, got, what, options, out);
+}
+
+int64_t Product(const std::vector<int64_t>& dims, const std::vector<int64_t>& which) {
+  int64_t p = 1;
+  for (int64_t d : which)
+    if (d >= 0 && d < static_cast<int64_t>(dims.size())) p *= dims[d];
+  return p;
+}
+
+// Splits `inputs` for the partitioned entry's parameters.
+StatusOr<std::vector<std::vector<Literal>>> SplitInputs(const Module& partitioned,
+                                                        const std::vector<Literal>& inputs,
+                                                        int64_t n) {
+  const Computation* entry = partitioned.entry();
+  if (static_cast<int>(inputs.size()) != entry->parameter_count())
+    return Status::Error("the partitioned entry takes " +
+                         std::to_string(entry->parameter_count()) +
+                         " parameters but the original takes " + std::to_string(inputs.size()));
+  std::vector<std::vector<Literal>> args(n);
+  for (int p = 0; p < entry->parameter_count(); ++p) {
+    const Instruction* param = entry->parameter(p);
+    if (param == nullptr) return Status::Error("parameter " + std::to_string(p) + " is missing");
+    StatusOr<std::vector<Literal>> parts = SplitByShardings(
+        inputs[p], param->shape(), ShardingOrReplicated(*param), n, /*poison_padding=*/true);
+    if (!parts.ok())
+      return Status::Error("parameter " + std::to_string(p) + " (%" + param->name() +
+                           "): " + parts.status().message());
+    for (int64_t d = 0; d < n; ++d) args[d].push_back(std::move((*parts)[d]));
+  }
+  return args;
+}
+
+// Temporarily makes a tuple of `values` the root of `comp`.
+class ProbeRoot {
+ public:
+  ProbeRoot(Module& module, Computation& comp, const std::vector<Instruction*>& values)
+      : comp_(comp), old_root_(comp.root()) {
+    std::vector<Shape> shapes;
+    for (Instruction* v : values) shapes.push_back(v->shape());
+    auto t = std::make_unique<Instruction>(
+        Opcode::kTuple, module.UniqueInstructionName("verify.probe"), Shape::Tuple(shapes));
+    for (Instruction* v : values) t->AppendOperand(v);
+    probe_ = comp.AddInstruction(std::move(t));
+    comp.set_root(probe_);
+  }
+  ~ProbeRoot() {
+    comp_.set_root(old_root_);
+    comp_.RemoveInstruction(probe_);
+  }
+
+ private:
+  Computation& comp_;
+  Instruction* old_root_;
+  Instruction* probe_;
+};
+
+// Finds the first diverging instruction (see the file comment).
+void LocateDivergence(Module& original, Module& partitioned, const std::vector<Literal>& inputs,
+                      const VerifyOptions& options, VerifyResult& result) {
+  Computation* oe = original.entry();
+  Computation* pe = partitioned.entry();
+  std::vector<Instruction*> orig_values, part_values;
+  std::vector<Sharding> shardings;
+  for (Instruction* instr : oe->MakePostOrder()) {
+    if (instr->opcode() == Opcode::kParameter || !instr->shape().IsArray()) continue;
+    Instruction* p = pe->Find(instr->name());
+    if (p == nullptr || !p->shape().IsArray() ||
+        p->shape().element_type() != instr->shape().element_type())
+      continue;
+    Sharding s = ShardingOrReplicated(*instr);
+    if (s.IsTuple() || s.IsManual() || s.IsUnknown() || s.IsUnreduced()) continue;
+    if (s.IsTiled() && (s.HasManualSubgroup() ||
+                        s.Validate(instr->shape().rank(), options.num_partitions).ok() == false))
+      continue;
+    std::vector<int64_t> local =
+        s.IsTiled() ? s.TileShape(instr->shape().dimensions()) : instr->shape().dimensions();
+    if (local != p->shape().dimensions()) continue;
+    orig_values.push_back(instr);
+    part_values.push_back(p);
+    shardings.push_back(s);
+  }
+  if (orig_values.empty()) {
+    result.divergence_detail =
+        "no instruction of the original entry has a same-named counterpart with its tile "
+        "shape in the partitioned module";
+    return;
+  }
+  StatusOr<Literal> ref = Status::Error("unset");
+  {
+    ProbeRoot probe(original, *oe, orig_values);
+    ref = EvaluateModule(original, inputs);
+  }
+  if (!ref.ok()) {
+    result.divergence_detail = "reference probe run failed: " + ref.status().message();
+    return;
+  }
+  StatusOr<std::vector<std::vector<Literal>>> args =
+      SplitInputs(partitioned, inputs, options.num_partitions);
+  if (!args.ok()) return;
+  StatusOr<std::vector<Literal>> per_device = Status::Error("unset");
+  {
+    ProbeRoot probe(partitioned, *pe, part_values);
+    per_device = RunOnDevices(partitioned, std::move(args).value(), options.num_partitions);
+  }
+  if (!per_device.ok()) {
+    result.divergence_detail = "partitioned probe run failed: " + per_device.status().message();
+    return;
+  }
+  for (size_t i = 0; i < orig_values.size(); ++i) {
+    std::vector<Literal> parts;
+    for (const Literal& l : *per_device) parts.push_back(l.elements()[i]);
+    const std::string what = "%" + orig_values[i]->name();
+    StatusOr<Literal> assembled = Assemble(parts, orig_values[i]->shape(), shardings[i]);
+    if (!assembled.ok()) {
+      result.divergent_instruction = orig_values[i]->name();
+      result.divergence_detail = what + ": " + assembled.status().message();
+      return;
+    }
+    Comparison c = CompareValues(ref->elements()[i], *assembled, what, options.compare);
+    if (!c.ok) {
+      result.divergent_instruction = orig_values[i]->name();
+      result.divergence_detail = c.first_mismatch + " (" + std::to_string(c.mismatches) +
+                                 " elements differ; sharding " +
+                                 shardings[i].ToString(false) + ")";
+      return;
+    }
+  }
+  result.divergence_detail = "all " + std::to_string(orig_values.size()) +
+                             " same-named intermediate values agree";
+}
+
+}  // namespace
+
+std::vector<Literal> RandomInputs(const Computation& entry, uint64_t seed) {
+  std::vector<Literal> out;
+  for (int p = 0; p < entry.parameter_count(); ++p) {
+    const Instruction* param = entry.parameter(p);
+    Shape s = param ? param->shape() : Shape(PrimitiveType::F32, {});
+    s.clear_layout();
+    Literal lit(s);
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(p) + 1);
+    FillRandom(lit, rng);
+    out.push_back(std::move(lit));
+  }
+  return out;
+}
+
+int64_t ReductionLength(const Module& module) {
+  int64_t total = 0;
+  for (const auto& comp : module.computations()) {
+    for (const auto& up : comp->instructions()) {
+      const Instruction& instr = *up;
+      switch (instr.opcode()) {
+        case Opcode::kDot:
+          if (instr.attrs().dot_dnums && instr.operand_count() > 0 &&
+              instr.operand(0)->shape().IsArray())
+            total += Product(instr.operand(0)->shape().dimensions(),
+                             instr.attrs().dot_dnums->lhs_contracting_dimensions);
+          break;
+        case Opcode::kReduce:
+          if (instr.operand_count() > 0 && instr.operand(0)->shape().IsArray())
+            total += Product(instr.operand(0)->shape().dimensions(), instr.attrs().dimensions);
+          break;
+        case Opcode::kReduceWindow:
+        case Opcode::kConvolution: {
+          int64_t w = 1;
+          if (instr.attrs().window)
+            for (const WindowDimension& d : *instr.attrs().window) w *= d.size;
+          if (instr.opcode() == Opcode::kConvolution && instr.attrs().conv_dnums &&
+              instr.operand_count() > 1 && instr.operand(1)->shape().IsArray()) {
+            const auto& kd = instr.operand(1)->shape().dimensions();
+            int64_t f = instr.attrs().conv_dnums->kernel_input_feature_dimension;
+            if (f >= 0 && f < static_cast<int64_t>(kd.size())) w *= kd[f];
+          }
+          total += w;
+          break;
+        }
+        default:
+          break;
+      }
+    }
+  }
+  return std::max<int64_t>(1, total);
+}
+
+Comparison CompareValues(const Literal& ref, const Literal& got, const std::string& what,
+                         const CompareOptions& options) {
+  Comparison out;
+  CompareRec(ref, got, what, options, out);
+  return out;
+}
+
+StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t num_partitions,
+                                                        bool propagate, bool strict,
+                                                        std::string* failed_stage) {
+  auto fail = [&](const std::string& stage, const Status& s) {
+    if (failed_stage) *failed_stage = stage;
+    return s;
+  };
+  if (propagate) {
+#ifdef MS_SPMD_PROPAGATION
+    PropagationOptions po;
+    po.strict = strict;
+    StatusOr<bool> r = PropagateShardings(module, po);
+    if (!r.ok()) return fail("propagate", r.status());
+#else
+    return fail("propagate",
+                Status::Error("sharding propagation is not part of this build"));
+#endif
+  }
+#ifdef MS_SPMD_PARTITIONER
+  PartitionOptions o;
+  o.num_partitions = num_partitions;
+  o.strict = strict;
+  o.warn_on_fallback = false;
+  StatusOr<std::unique_ptr<Module>> out = PartitionModule(module, o);
+  if (!out.ok()) return fail("partition", out.status());
+  return out;
+#else
+  return fail("partition", Status::Error("the SPMD partitioner is not part of this build"));
+#endif
+}
+
+VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
+                               const VerifyOptions& options) {
+  VerifyResult result;
+  const int64_t n = options.num_partitions;
+  CompareOptions copts = options.compare;
+  copts.reduction_length = ReductionLength(original);
+  result.reduction_length = copts.reduction_length;
+  if (original.entry() == nullptr || partitioned.entry() == nullptr) {
+    result.status = "reference";
+    result.message = "module has no entry computation";
+    return result;
+  }
+  std::vector<Literal> inputs = RandomInputs(*original.entry(), options.seed);
+  StatusOr<Literal> ref = EvaluateModule(original, inputs);
+  if (!ref.ok()) {
+    result.status = "reference";
+    result.message = ref.status().ToString();
+    return result;
+  }
+  StatusOr<std::vector<std::vector<Literal>>> args = SplitInputs(partitioned, inputs, n);
+  if (!args.ok()) {
+    result.status = "spmd";
+    result.message = args.status().ToString();
+    return result;
+  }
+  StatusOr<std::vector<Literal>> per_device =
+      RunOnDevices(partitioned, std::move(args).value(), n);
+  if (!per_device.ok()) {
+    result.status = "spmd";
+    result.message = per_device.status().ToString();
+    return result;
+  }
+  const Instruction* proot = partitioned.entry()->root();
+  StatusOr<Literal> got =
+      Assemble(*per_device, original.entry()->root()->shape(), ShardingOrReplicated(*proot));
+  Comparison c;
+  if (!got.ok()) {
+    result.status = "assemble";
+    result.message = "result (%" + proot->name() + "): " + got.status().message();
+  } else {
+    c = CompareValues(*ref, *got, "out", copts);
+    result.max_abs_error = c.max_abs_error;
+    result.max_rel_error = c.max_rel_error;
+    if (c.ok) return result;
+    result.status = "mismatch";
+    result.message = c.first_mismatch + " (" + std::to_string(c.mismatches) +
+                     " elements differ)";
+  }
+  if (options.locate_divergence) {
+    VerifyOptions o = options;
+    o.compare = copts;
+    LocateDivergence(original, partitioned, inputs, o, result);
+  }
+  return result;
+}
+
+VerifyResult VerifyModule(Module& module, const VerifyOptions& options) {
+  std::string stage;
+  StatusOr<std::unique_ptr<Module>> partitioned = PropagateAndPartition(
+      module, options.num_partitions, options.propagate, options.strict, &stage);
+  if (!partitioned.ok()) {
+    VerifyResult r;
+    r.status = stage.empty() ? "partition" : stage;
+    r.message = partitioned.status().ToString();
+    return r;
+  }
+  return VerifyPartitioned(module, **partitioned, options);
+}
+
+}  // namespace meshsplit

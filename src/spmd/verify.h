@@ -1,0 +1,98 @@
+// Differential verification of the partitioner: run the original module on
+// one device and its partitioned form on N virtual devices with the same
+// random inputs, assemble the outputs by sharding and compare them. On a
+// mismatch, locate the first instruction whose assembled value diverges.
+// Backs `meshsplit verify`, the partitioning conformance runner and the
+// random differential tests.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/literal.h"
+#include "ir/module.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+// Seeded random arguments for `entry`'s parameters: floats uniform in
+// [-1, 1], signed integers in [-4, 4], unsigned in [0, 8], pred 50/50.
+// Index operands need no special care: the interpreter clamps dynamic-slice
+// and gather starts as XLA does, so every value is valid.
+std::vector<Literal> RandomInputs(const Computation& entry, uint64_t seed);
+
+// Length of the longest reduction in `module` summed over all reductions
+// (dot contracting sizes, reduce / reduce-window / convolution windows,
+// all-reduce groups): the K that scales float tolerances.
+int64_t ReductionLength(const Module& module);
+
+struct CompareOptions {
+  // Float tolerance: |got - ref| <= rtol * |ref| + atol * max(1, max|ref|),
+  // with rtol = atol = factor * eps(type) * sqrt(K).
+  double factor = 16;
+  int64_t reduction_length = 1;
+};
+
+struct Comparison {
+  bool ok = true;
+  double max_abs_error = 0;     // over non-NaN float elements
+  double max_rel_error = 0;     // |got - ref| / max(|ref|, 1e-30)
+  int64_t mismatches = 0;
+  std::string first_mismatch;  // "out0[2,1]: got 3.5, expected 3.25"
+};
+
+// Compares two values of the same shape (tuples element-wise; `what` names
+// the value in messages, "out0", "%dot"). Integers and pred exactly; floats
+// with the tolerance above; NaN must appear exactly where the reference has
+// NaN, infinities must match exactly.
+Comparison CompareValues(const Literal& ref, const Literal& got, const std::string& what,
+                         const CompareOptions& options);
+
+struct VerifyOptions {
+  int64_t num_partitions = 2;
+  uint64_t seed = 0;
+  // Run sharding propagation before partitioning.
+  bool propagate = true;
+  // Partitioner: fallbacks are errors.
+  bool strict = false;
+  // Look for the first diverging instruction on a mismatch.
+  bool locate_divergence = true;
+  CompareOptions compare;
+};
+
+struct VerifyResult {
+  // "ok", "mismatch", or the stage that failed with an error: "propagate",
+  // "partition", "reference" (the original on one device), "spmd" (the
+  // partitioned program on N devices), "assemble".
+  std::string status = "ok";
+  std::string message;  // error text or the first mismatching element
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  int64_t reduction_length = 1;
+  // On a mismatch: the first instruction of the original entry (in
+  // topological order) whose value, assembled from the instruction of the
+  // same name in the partitioned entry by the original's sharding, differs;
+  // empty when none could be compared. See docs in verify.cc.
+  std::string divergent_instruction;
+  std::string divergence_detail;
+  bool ok() const { return status == "ok"; }
+};
+
+// Propagates (optionally) in place and partitions `module` to
+// `num_partitions`. Errors come back with the stage in the message.
+StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t num_partitions,
+                                                        bool propagate, bool strict,
+                                                        std::string* failed_stage = nullptr);
+
+// Verifies an already partitioned module against `original` (whose
+// shardings describe the partitioned values). Both modules are modified
+// temporarily (extra root tuple while locating a divergence) and restored.
+VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
+                               const VerifyOptions& options);
+
+// The whole pipeline: propagate, partition, run both, compare.
+VerifyResult VerifyModule(Module& module, const VerifyOptions& options);
+
+}  // namespace meshsplit
