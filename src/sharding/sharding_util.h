@@ -91,4 +91,57 @@ bool MergeSharding(const Sharding& to_merge, Sharding* dst,
 bool IsSubTilingOrEqualSharding(const std::vector<int64_t>& dims,
                                 const Sharding& sub, const Sharding& s);
 
+// --- gather / scatter (dimension numbers as plain vectors) -----------------
+// Gather: output dims not in `offset_dims` are the batch dims; they follow
+// the indices dims other than `index_vector_dim` in order (index_vector_dim
+// may equal the indices rank: an implicit trailing dim).
+
+// Output sharding from the indices sharding: batch dims keep the indices'
+// tiling, offset dims are replicated.
+Sharding GatherOutputShardingFromIndex(const Sharding& index_sharding,
+                                       int64_t index_vector_dim,
+                                       const std::vector<int64_t>& offset_dims,
+                                       int64_t output_rank);
+// Indices sharding from the output sharding (inverse of the above).
+Sharding GatherIndexShardingFromOutput(const Sharding& output_sharding,
+                                       int64_t index_vector_dim,
+                                       const std::vector<int64_t>& offset_dims,
+                                       int64_t indices_rank);
+// Output sharding from the operand sharding through the pass-through dims:
+// operand dims not in `collapsed_slice_dims` (nor `operand_batching_dims`)
+// whose slice is the whole dim map, in order, to `offset_dims`. nullopt if
+// no tiled dim passes through.
+std::optional<Sharding> GatherOutputShardingFromOperandPassthrough(
+    const Sharding& operand_sharding, const std::vector<int64_t>& operand_dims,
+    const std::vector<int64_t>& slice_sizes,
+    const std::vector<int64_t>& offset_dims,
+    const std::vector<int64_t>& collapsed_slice_dims,
+    const std::vector<int64_t>& operand_batching_dims, int64_t output_rank);
+// Operand sharding from the output sharding through the same dims.
+std::optional<Sharding> GatherOperandShardingFromOutputPassthrough(
+    const Sharding& output_sharding, const std::vector<int64_t>& operand_dims,
+    const std::vector<int64_t>& slice_sizes,
+    const std::vector<int64_t>& offset_dims,
+    const std::vector<int64_t>& collapsed_slice_dims,
+    const std::vector<int64_t>& operand_batching_dims);
+
+// Scatter: update dims not in `update_window_dims` are the scatter dims;
+// they follow the indices dims other than `index_vector_dim`.
+Sharding ScatterUpdateShardingFromIndex(
+    const Sharding& index_sharding, int64_t index_vector_dim,
+    const std::vector<int64_t>& update_window_dims, int64_t update_rank);
+Sharding ScatterIndexShardingFromUpdate(
+    const Sharding& update_sharding, int64_t index_vector_dim,
+    const std::vector<int64_t>& update_window_dims, int64_t indices_rank);
+// Update sharding from the operand/output sharding through pass-through
+// dims: operand dims not in `inserted_window_dims` (nor
+// `input_batching_dims`) map in order to `update_window_dims`; only dims
+// whose update window covers the whole operand dim keep their tiling.
+std::optional<Sharding> ScatterUpdateShardingFromOutputPassthrough(
+    const Sharding& output_sharding, const std::vector<int64_t>& operand_dims,
+    const std::vector<int64_t>& update_dims,
+    const std::vector<int64_t>& update_window_dims,
+    const std::vector<int64_t>& inserted_window_dims,
+    const std::vector<int64_t>& input_batching_dims);
+
 }  // namespace meshsplit::sharding_util

@@ -313,3 +313,57 @@ TEST(ShardingUtil, SubTiling) {
 
 }  // namespace
 }  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+using namespace sharding_util;  // NOLINT
+
+Sharding Q(std::string_view text) { return *Sharding::Parse(text); }
+
+TEST(ShardingGatherScatter, IndexAndOutput) {
+  // indices s32[8,4,2] (index_vector_dim=2), output [8,4,16] with
+  // offset_dims={2}: output dims 0,1 follow indices dims 0,1.
+  Sharding idx = Q("{devices=[2,2,2]<=[8]}");
+  EXPECT_EQ(GatherOutputShardingFromIndex(idx, 2, {2}, 3).ToString(),
+            "{devices=[2,2,1,2]<=[8] last_tile_dim_replicate}");
+  EXPECT_EQ(GatherIndexShardingFromOutput(Q("{devices=[2,1,4]<=[8]}"), 2, {2}, 3)
+                .ToString(),
+            "{devices=[2,1,1,4]<=[8] last_tile_dim_replicate}");
+  // Offset dim in the middle: output [8,16,4], offset_dims={1}.
+  EXPECT_EQ(GatherOutputShardingFromIndex(Q("{devices=[2,4,1]<=[8]}"), 2, {1}, 3)
+                .ToString(),
+            "{devices=[2,1,4]<=[8]}");
+  EXPECT_EQ(ScatterUpdateShardingFromIndex(Q("{devices=[4,1]<=[4]}"), 1, {1}, 2)
+                .ToString(),
+            "{devices=[4,1]<=[4]}");
+}
+
+TEST(ShardingGatherScatter, OperandPassthrough) {
+  // operand [16,32], gather rows: collapsed {0}, slice_sizes {1,32},
+  // offset_dims {1} in output [N,32]. Dim 1 passes through.
+  Sharding op = Q("{devices=[2,4]<=[8]}");
+  auto out = GatherOutputShardingFromOperandPassthrough(op, {16, 32}, {1, 32},
+                                                        {1}, {0}, {}, 2);
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->ToString(),
+            "{devices=[1,4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  auto back = GatherOperandShardingFromOutputPassthrough(
+      Q("{devices=[1,4]<=[4]}"), {16, 32}, {1, 32}, {1}, {0}, {});
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->ToString(), "{devices=[1,4]<=[4]}");
+  // Only dim 0 tiled: nothing passes through.
+  EXPECT_FALSE(GatherOutputShardingFromOperandPassthrough(
+                   Q("{devices=[8,1]<=[8]}"), {16, 32}, {1, 32}, {1}, {0}, {},
+                   2)
+                   .has_value());
+  // Scatter: operand [16,32], updates [N,32], update_window_dims {1},
+  // inserted_window_dims {0}.
+  auto upd = ScatterUpdateShardingFromOutputPassthrough(
+      Q("{devices=[1,4]<=[4]}"), {16, 32}, {5, 32}, {1}, {0}, {});
+  ASSERT_TRUE(upd.has_value());
+  EXPECT_EQ(upd->ToString(), "{devices=[1,4]<=[4]}");
+}
+
+}  // namespace
+}  // namespace meshsplit
