@@ -146,8 +146,11 @@ class Inferrer {
                    const std::vector<Shape>& params, const Shape* result) const;
   // A reducer over `types` (N accumulators then N values, all scalars)
   // returning N scalars of `types`.
+  // `inputs` are the element types of the reduced values; the value
+  // parameters may use them instead of `types` (fp precision only).
   Status Reducer(const Computation* c, const char* role,
-                 const std::vector<PrimitiveType>& types) const;
+                 const std::vector<PrimitiveType>& types,
+                 const std::vector<PrimitiveType>& inputs) const;
   // The comparator of sort/select: 2 scalars of each type, returns pred[].
   Status Comparator(const Computation* c, const char* role,
                     const std::vector<PrimitiveType>& types) const;
@@ -205,12 +208,29 @@ Status Inferrer::Signature(const Computation* c, const char* role,
 }
 
 Status Inferrer::Reducer(const Computation* c, const char* role,
-                         const std::vector<PrimitiveType>& types) const {
+                         const std::vector<PrimitiveType>& types,
+                         const std::vector<PrimitiveType>& inputs) const {
   std::vector<Shape> params, results;
   for (PrimitiveType t : types) params.push_back(meshsplit::Scalar(t));
   for (PrimitiveType t : types) params.push_back(meshsplit::Scalar(t));
   for (PrimitiveType t : types) results.push_back(meshsplit::Scalar(t));
   Shape result = TupleOrSingle(results);
+  Status exact = Signature(c, role, params, &result);
+  if (exact.ok() || c == nullptr || inputs.size() != types.size() ||
+      c->parameter_count() != static_cast<int>(params.size()))
+    return exact;
+  // Like XLA, the value parameters may differ from the accumulators in
+  // floating-point precision (bf16 inputs reduced into an f32 accumulator).
+  for (size_t i = 0; i < types.size(); ++i) {
+    const Instruction* p = c->parameter(types.size() + i);
+    if (p == nullptr || !p->shape().IsArray() || p->shape().rank() != 0)
+      return exact;
+    PrimitiveType pt = p->shape().element_type();
+    bool fp_ok = IsFloatingPoint(pt) && IsFloatingPoint(types[i]) &&
+                 IsFloatingPoint(inputs[i]);
+    if (pt != types[i] && pt != inputs[i] && !fp_ok) return exact;
+    params[types.size() + i] = p->shape();
+  }
   return Signature(c, role, params, &result);
 }
 
@@ -517,7 +537,9 @@ StatusOr<Shape> Inferrer::Scatter() {
     results.push_back(Shape(op(i).element_type(), op(i).dimensions()));
   }
   MS_RETURN_IF_ERROR(Called(1));
-  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types));
+  std::vector<PrimitiveType> update_types;
+  for (int i = 0; i < num; ++i) update_types.push_back(op(num + 1 + i).element_type());
+  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types, update_types));
   return TupleOrSingle(std::move(results));
 }
 
@@ -536,7 +558,9 @@ StatusOr<Shape> Inferrer::Reduce() {
     results.push_back(Shape(op(num + i).element_type(), dims));
   }
   MS_RETURN_IF_ERROR(Called(1));
-  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types));
+  std::vector<PrimitiveType> input_types;
+  for (int i = 0; i < num; ++i) input_types.push_back(op(i).element_type());
+  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types, input_types));
   return TupleOrSingle(std::move(results));
 }
 
@@ -558,7 +582,9 @@ StatusOr<Shape> Inferrer::ReduceWindow() {
     results.push_back(Shape(op(num + i).element_type(), dims));
   }
   MS_RETURN_IF_ERROR(Called(1));
-  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types));
+  std::vector<PrimitiveType> input_types;
+  for (int i = 0; i < num; ++i) input_types.push_back(op(i).element_type());
+  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types, input_types));
   return TupleOrSingle(std::move(results));
 }
 
@@ -576,7 +602,8 @@ StatusOr<Shape> Inferrer::SelectAndScatter() {
   MS_RETURN_IF_ERROR(Called(2));
   const PrimitiveType t = op(0).element_type();
   MS_RETURN_IF_ERROR(Comparator(instr_.called_computations()[0], "select", {t}));
-  MS_RETURN_IF_ERROR(Reducer(instr_.called_computations()[1], "scatter", {t}));
+  MS_RETURN_IF_ERROR(Reducer(instr_.called_computations()[1], "scatter", {t},
+                             {op(1).element_type()}));
   return Shape(t, op(0).dimensions());
 }
 

@@ -98,6 +98,37 @@ argmax {
             "(f32[8], s32[8])");
 }
 
+TEST(ShapeInferenceTest, ReducerMayMixFloatPrecision) {
+  // bf16 values reduced into an f32 accumulator, as XLA allows.
+  EXPECT_EQ(InferRoot(R"(
+  a = bf16[4,8] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4] reduce(a, z), dimensions={1}, to_apply=mixed)",
+                      R"(
+mixed {
+  acc = f32[] parameter(0)
+  x = bf16[] parameter(1)
+  xf = f32[] convert(x)
+  ROOT s = f32[] add(acc, xf)
+}
+)"),
+            "f32[4]");
+  // An integer value parameter is not a precision difference.
+  EXPECT_NE(InferRoot(R"(
+  a = f32[4,8] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[4] reduce(a, z), dimensions={1}, to_apply=bad)",
+                      R"(
+bad {
+  acc = f32[] parameter(0)
+  x = s32[] parameter(1)
+  xf = f32[] convert(x)
+  ROOT s = f32[] add(acc, xf)
+}
+)").find("parameter 1 of to_apply computation %bad has shape s32[]"),
+            std::string::npos);
+}
+
 TEST(ShapeInferenceTest, PadNegativeAndInterior) {
   // 1 - 2 + 5 + 4*1 = 8.
   EXPECT_EQ(InferRoot(R"(
