@@ -4,6 +4,7 @@
 #include "sharding/tile_assignment.h"
 
 #include <algorithm>
+#include <atomic>
 #include <numeric>
 #include <sstream>
 
@@ -11,6 +12,8 @@
 
 namespace meshsplit {
 namespace {
+
+std::atomic<int64_t> g_iota_expansions{0};
 
 int64_t Product(const std::vector<int64_t>& v) {
   int64_t p = 1;
@@ -245,8 +248,11 @@ bool TileAssignment::HasDuplicates() const {
   return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
 }
 
+int64_t TileAssignment::iota_expansions() { return g_iota_expansions.load(); }
+
 std::vector<int64_t> TileAssignment::Devices() const {
   if (!is_iota()) return *devices_;
+  g_iota_expansions.fetch_add(1, std::memory_order_relaxed);
   std::vector<int64_t> out(num_devices_);
   for (int64_t i = 0; i < num_devices_; ++i) out[i] = DeviceAtFlat(i);
   return out;

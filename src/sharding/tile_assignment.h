@@ -73,6 +73,11 @@ class TileAssignment {
   // The explicit array, row-major. O(devices).
   std::vector<int64_t> Devices() const;
 
+  // How many times an iota assignment has been expanded into an explicit
+  // array (Devices() or a non-symbolic fallback), process-wide. Tests use it
+  // to check that queries stay symbolic.
+  static int64_t iota_expansions();
+
   // "[2,4]<=[8]", "[2,4]<=[2,2,2]T(2,1,0)" or "[2,2]0,2,1,3".
   std::string ToString() const;
 

@@ -287,6 +287,7 @@ TEST(ShardingQueries, GroupsAlongMeshAxes) {
 }
 
 TEST(ShardingQueries, LargeIotaNoPerDeviceWork) {
+  const int64_t expansions_before = TileAssignment::iota_expansions();
   Sharding s = P("{devices=[32,4,64]<=[64,128]T(1,0)}");
   auto start = std::chrono::steady_clock::now();
   std::vector<int64_t> dims = {1024, 12, 4096};
@@ -303,6 +304,17 @@ TEST(ShardingQueries, LargeIotaNoPerDeviceWork) {
                   .count();
   EXPECT_GT(total, 0);
   EXPECT_LT(ms, 100.0);
+  // Derived shardings and groups stay symbolic too.
+  EXPECT_TRUE(s.GroupsAlongDims({1}).devices.is_iota());
+  Sharding p = Sharding::Subgroup(s.tile_assignment(),
+                                  {SubgroupType::kReplicated});
+  EXPECT_TRUE(p.tile_assignment().is_iota());
+  EXPECT_EQ(p, P(p.ToString()));
+  EXPECT_EQ(TileAssignment::iota_expansions(), expansions_before)
+      << "an O(devices) expansion happened";
+  // And the counter does count.
+  (void)s.tile_assignment().Devices();
+  EXPECT_EQ(TileAssignment::iota_expansions(), expansions_before + 1);
 }
 
 TEST(ShardingValidate, Messages) {
