@@ -156,6 +156,30 @@ bool Sharding::operator==(const Sharding& other) const {
   return false;
 }
 
+size_t Sharding::Hash() const {
+  size_t h = static_cast<size_t>(kind_) * 0x9e3779b97f4a7c15ull;
+  auto mix = [&](size_t v) { h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2); };
+  if (shard_group_) mix(shard_group_->id * 2 + shard_group_->shard_as);
+  switch (kind_) {
+    case Kind::kMaximal:
+      mix(device_);
+      break;
+    case Kind::kTiled:
+      mix(tiles_.Hash());
+      for (SubgroupType t : subgroup_types_) mix(static_cast<size_t>(t));
+      break;
+    case Kind::kTuple:
+      for (const Sharding& e : elements_) mix(e.Hash());
+      break;
+    case Kind::kReplicated:
+    case Kind::kManual:
+    case Kind::kUnreduced:
+    case Kind::kUnknown:
+      break;
+  }
+  return h;
+}
+
 bool Sharding::IsReplicated() const {
   if (kind_ == Kind::kTuple)
     return std::all_of(elements_.begin(), elements_.end(),

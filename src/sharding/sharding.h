@@ -85,6 +85,8 @@ class Sharding {
   // group. Metadata is ignored.
   bool operator==(const Sharding& other) const;
   bool operator!=(const Sharding& other) const { return !(*this == other); }
+  // Consistent with operator== (metadata ignored).
+  size_t Hash() const;
 
   // --- kind queries (tuples: true when every element is) -------------------
   Kind kind() const { return kind_; }
@@ -183,6 +185,10 @@ class Sharding {
   std::vector<Sharding> elements_;
   std::optional<ShardGroup> shard_group_;
   std::string metadata_;
+};
+
+struct ShardingHash {
+  size_t operator()(const Sharding& s) const { return s.Hash(); }
 };
 
 }  // namespace meshsplit

@@ -400,6 +400,21 @@ std::string TileAssignment::ToString() const {
   return s;
 }
 
+size_t TileAssignment::Hash() const {
+  size_t h = is_iota() ? 0x9e3779b97f4a7c15ull : 0x51ed270b27f0a3b5ull;
+  auto mix = [&](int64_t v) {
+    h ^= static_cast<size_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  };
+  for (int64_t d : dims_) mix(d);
+  if (is_iota()) {
+    for (int64_t d : reshape_dims_) mix(d);
+    for (int64_t p : perm_) mix(p);
+  } else {
+    for (int64_t d : *devices_) mix(d);
+  }
+  return h;
+}
+
 bool TileAssignment::operator==(const TileAssignment& other) const {
   if (dims_ != other.dims_) return false;
   if (is_iota() != other.is_iota()) {

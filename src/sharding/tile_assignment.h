@@ -81,6 +81,9 @@ class TileAssignment {
   // "[2,4]<=[8]", "[2,4]<=[2,2,2]T(2,1,0)" or "[2,2]0,2,1,3".
   std::string ToString() const;
 
+  // Consistent with operator==.
+  size_t Hash() const;
+
   // Same dims and same id at every index.
   bool operator==(const TileAssignment& other) const;
   bool operator!=(const TileAssignment& other) const {

@@ -105,6 +105,15 @@ TEST(ShardingNormalise, Collapse) {
             "{manual}");
 }
 
+TEST(ShardingNormalise, HashAgreesWithEquality) {
+  EXPECT_EQ(P("{devices=[2,4]<=[2,2,2]T(2,1,0)}").Hash(),
+            P("{devices=[2,4]0,4,2,6,1,5,3,7 metadata={op_name=\"a\"}}").Hash());
+  EXPECT_EQ(P("{devices=[2,2]1,0,3,2 last_tile_dim_replicate}").Hash(),
+            P("{devices=[2,2]<=[4] last_tile_dims={replicated}}").Hash());
+  EXPECT_NE(P("{devices=[2,4]<=[8]}").Hash(), P("{devices=[4,2]<=[8]}").Hash());
+  EXPECT_NE(P("{maximal device=0}").Hash(), P("{maximal device=1}").Hash());
+}
+
 TEST(ShardingNormalise, TupleAndExactKinds) {
   EXPECT_EQ(P("{{devices=[2]0,1}, {maximal device=1}}"),
             P("{{devices=[2]<=[2]}, {maximal device=1}}"));
