@@ -35,6 +35,28 @@ std::vector<std::vector<int64_t>> DeviceGroups::Expand() const {
   return out;
 }
 
+std::optional<DeviceGroups::IotaForm> DeviceGroups::AsIota() const {
+  if (!devices.is_iota()) return std::nullopt;
+  IotaForm f;
+  f.group_dims = devices.dims();
+  f.reshape_dims = devices.reshape_dims();
+  if (!devices.HasIdentityPerm()) f.transpose_perm = devices.transpose_perm();
+  return f;
+}
+
+std::string DeviceGroups::ToString() const {
+  if (devices.is_iota()) return devices.ToString();
+  std::string s = "{";
+  auto groups = Expand();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    s += g ? ",{" : "{";
+    for (size_t i = 0; i < groups[g].size(); ++i)
+      s += (i ? "," : "") + std::to_string(groups[g][i]);
+    s += "}";
+  }
+  return s + "}";
+}
+
 Sharding Sharding::Manual() {
   Sharding s;
   s.kind_ = Kind::kManual;

@@ -39,6 +39,15 @@ struct DeviceGroups {
   int64_t group_size() const { return devices.dim(1); }
   // Explicit groups, O(devices); for tests, the runtime and explicit text.
   std::vector<std::vector<int64_t>> Expand() const;
+  // The iota fields of XLA's replica_groups `[G,S]<=[R..]T(P..)` (perm empty
+  // when it is the identity), or nullopt when the groups are explicit. Maps
+  // one-to-one onto ir/attributes.h ReplicaGroups' iota form.
+  struct IotaForm {
+    std::vector<int64_t> group_dims, reshape_dims, transpose_perm;
+  };
+  std::optional<IotaForm> AsIota() const;
+  // replica_groups text: "[2,4]<=[8]" or "{{0,1},{2,3}}".
+  std::string ToString() const;
 };
 
 class Sharding {

@@ -279,6 +279,12 @@ TEST(ShardingQueries, GroupsAlongMeshAxes) {
   EXPECT_EQ(data.Expand(),
             (std::vector<std::vector<int64_t>>{{0, 4}, {1, 5}, {2, 6}, {3, 7}}));
   EXPECT_EQ(s.GroupsAlongAllDimsExcept({1}).devices, data.devices);
+  ASSERT_TRUE(data.AsIota().has_value());
+  EXPECT_EQ(data.AsIota()->group_dims, (std::vector<int64_t>{4, 2}));
+  EXPECT_EQ(data.AsIota()->reshape_dims, (std::vector<int64_t>{2, 4}));
+  EXPECT_EQ(data.AsIota()->transpose_perm, (std::vector<int64_t>{1, 0}));
+  EXPECT_TRUE(model.AsIota()->transpose_perm.empty());
+  EXPECT_EQ(data.ToString(), "[4,2]<=[2,4]T(1,0)");
   // Partial replication: the replicated subgroup dim is dim 2.
   Sharding r = P("{devices=[2,1,2]0,2,1,3 last_tile_dim_replicate}");
   EXPECT_EQ(r.GroupsAlongDims({2}).Expand(),
@@ -286,6 +292,8 @@ TEST(ShardingQueries, GroupsAlongMeshAxes) {
   Sharding e = P("{devices=[2,2]0,1,4,5}");
   EXPECT_EQ(e.GroupsAlongDims({0}).Expand(),
             (std::vector<std::vector<int64_t>>{{0, 4}, {1, 5}}));
+  EXPECT_FALSE(e.GroupsAlongDims({0}).AsIota().has_value());
+  EXPECT_EQ(e.GroupsAlongDims({0}).ToString(), "{{0,4},{1,5}}");
   // 8192 devices: the groups stay iota.
   Sharding big = P("{devices=[8,16,64]<=[8192]}");
   DeviceGroups g = big.GroupsAlongDims({0, 2});
