@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/conformance_partitioning_cli.h"
 #include "propagation/conformance.h"
 
 namespace meshsplit::cli {
@@ -19,7 +20,7 @@ int RunConformance(const ConformanceOptions& opts) {
   if (opts.dir.empty())
     return ReportError(Status::Error("conformance: missing DIR"));
   if (LooksLikePartitioningCorpus(opts.dir))
-    return ReportError(Status::Error("partitioning corpus not supported yet"));
+    return RunPartitioningCorpus(opts.dir, opts.verbose);
   auto summary = RunPropagationConformance(opts.dir);
   if (!summary.ok()) return ReportError(summary.status());
   for (const ConformanceCase& c : summary->cases) {

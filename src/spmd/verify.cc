@@ -294,6 +294,8 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
 
 }  // namespace
 
+VerifyResult VerifyModuleUnchecked(Module& module, const VerifyOptions& options);
+
 std::vector<Literal> RandomInputs(const Computation& entry, uint64_t seed) {
   std::vector<Literal> out;
   for (int p = 0; p < entry.parameter_count(); ++p) {
@@ -441,6 +443,30 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
 }
 
 VerifyResult VerifyModule(Module& module, const VerifyOptions& options) {
+  if (module.entry() != nullptr) {
+    for (const auto& instr : module.entry()->instructions()) {
+      const Shape& s = instr->shape();
+      if (s.IsArray() && s.ByteSize() > options.max_value_bytes) {
+        VerifyResult r;
+        r.status = "too-large";
+        r.message = "%" + instr->name() + " (" + s.ToString(false) + ") needs " +
+                    std::to_string(s.ByteSize() >> 20) + " MiB, over the " +
+                    std::to_string(options.max_value_bytes >> 20) + " MiB limit";
+        return r;
+      }
+    }
+  }
+  try {
+    return VerifyModuleUnchecked(module, options);
+  } catch (const std::bad_alloc&) {
+    VerifyResult r;
+    r.status = "too-large";
+    r.message = "out of memory";
+    return r;
+  }
+}
+
+VerifyResult VerifyModuleUnchecked(Module& module, const VerifyOptions& options) {
   std::string stage;
   StatusOr<std::unique_ptr<Module>> partitioned = PropagateAndPartition(
       module, options.num_partitions, options.propagate, options.strict, &stage);

@@ -59,13 +59,17 @@ struct VerifyOptions {
   bool strict = false;
   // Look for the first diverging instruction on a mismatch.
   bool locate_divergence = true;
+  // Refuse (status "too-large") modules with an entry value bigger than
+  // this, instead of running out of memory.
+  int64_t max_value_bytes = int64_t{1} << 30;
   CompareOptions compare;
 };
 
 struct VerifyResult {
   // "ok", "mismatch", or the stage that failed with an error: "propagate",
   // "partition", "reference" (the original on one device), "spmd" (the
-  // partitioned program on N devices), "assemble".
+  // partitioned program on N devices), "assemble"; "too-large" when a value
+  // exceeds VerifyOptions::max_value_bytes.
   std::string status = "ok";
   std::string message;  // error text or the first mismatching element
   double max_abs_error = 0;

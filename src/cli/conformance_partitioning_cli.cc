@@ -1,0 +1,40 @@
+// Printing for the partitioning conformance runner.
+#include "cli/conformance_partitioning_cli.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cli/command.h"
+#include "spmd/conformance_partitioning.h"
+
+namespace meshsplit::cli {
+
+int RunPartitioningCorpus(const std::string& dir, bool verbose) {
+  PartitioningConformanceOptions options;
+  if (const char* f = std::getenv("MESHSPLIT_CONFORMANCE_FILTER")) options.filter = f;
+  if (const char* t = std::getenv("MESHSPLIT_CONFORMANCE_TIMEOUT")) {
+    double v = std::atof(t);
+    if (v > 0) options.timeout_seconds = v;
+  }
+  auto summary = RunPartitioningConformance(dir, options, [&](const PartitioningCaseResult& r) {
+    switch (r.outcome) {
+      case CaseOutcome::kPassed:
+        if (verbose) std::printf("PASS %s (%.2f s)\n", r.name.c_str(), r.seconds);
+        break;
+      case CaseOutcome::kFailed:
+        std::printf("FAIL %s: %s\n", r.name.c_str(), r.detail.c_str());
+        break;
+      case CaseOutcome::kSkipped:
+        std::printf("SKIP %s: %s\n", r.name.c_str(), r.detail.c_str());
+        break;
+    }
+    std::fflush(stdout);
+  });
+  if (!summary.ok()) return ReportError(summary.status());
+  std::printf("%lld passed, %lld failed, %lld skipped\n",
+              static_cast<long long>(summary->passed), static_cast<long long>(summary->failed),
+              static_cast<long long>(summary->skipped));
+  return summary->failed == 0 ? 0 : 1;
+}
+
+}  // namespace meshsplit::cli

@@ -1,0 +1,72 @@
+// The partitioning conformance runner: for each NAME.hlo of a corpus laid out
+// like /work/shared/conformance/xla/partitioning (header comment lines
+// `// num_partitions=`, `// pipeline:`, `// expect_error:`, `// opaque_ops:`),
+// partitions the module and verifies it numerically against the original
+// (spmd/verify.h). Each case runs in a forked child with a time limit, so a
+// hang or crash fails that case only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/status.h"
+
+namespace meshsplit {
+
+// What the header comments of one case say.
+struct PartitioningCase {
+  std::string name;  // file name without .hlo
+  std::string path;
+  int64_t num_partitions = 1;
+  bool propagate = false;      // pipeline runs ShardingPropagation
+  std::string expect_error;    // non-empty: partitioning must fail
+  std::string opaque_ops;      // non-empty: values we cannot reproduce
+};
+
+// Reads the header comments of a case file.
+StatusOr<PartitioningCase> ReadPartitioningCase(const std::string& path);
+
+// True when `dir` holds *.hlo files with `// num_partitions=` headers and no
+// *.expected files (those are propagation corpora).
+bool IsPartitioningCorpus(const std::string& dir);
+
+enum class CaseOutcome { kPassed, kFailed, kSkipped };
+
+struct PartitioningCaseResult {
+  std::string name;
+  CaseOutcome outcome = CaseOutcome::kFailed;
+  std::string detail;  // why it failed or was skipped
+  double seconds = 0;
+};
+
+struct PartitioningConformanceOptions {
+  // Wall-clock limit per case; a case that exceeds it fails with "timeout".
+  double timeout_seconds = 20;
+  uint64_t seed = 0;
+  // Run each case in a forked child (time limit, crash isolation). Without
+  // it cases run in-process and the time limit is not enforced.
+  bool isolate = true;
+  // Address-space limit of each child, so a huge case fails instead of
+  // exhausting the machine.
+  int64_t child_memory_bytes = int64_t{6} << 30;
+  // Only cases whose name contains this (empty = all).
+  std::string filter;
+};
+
+struct PartitioningSummary {
+  int64_t passed = 0, failed = 0, skipped = 0;
+  std::vector<PartitioningCaseResult> cases;
+};
+
+// Runs one case in-process.
+PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed);
+
+// Runs every case of `dir` in name order. `on_case` (optional) sees each
+// result as soon as it is known.
+StatusOr<PartitioningSummary> RunPartitioningConformance(
+    const std::string& dir, const PartitioningConformanceOptions& options,
+    const std::function<void(const PartitioningCaseResult&)>& on_case = nullptr);
+
+}  // namespace meshsplit
