@@ -231,6 +231,37 @@ std::optional<std::vector<int64_t>> TileAssignment::IndexOfDevice(
   return index;
 }
 
+std::optional<std::vector<TileAssignment::IndexTerm>>
+TileAssignment::IndexTermsForDim(int64_t dim) const {
+  MS_CHECK(dim >= 0 && dim < num_dimensions());
+  if (!is_iota()) return std::nullopt;
+  auto factors = Refine();
+  if (!factors) return std::nullopt;
+  // Stride of each factor in the device id: factors of one reshape dim are
+  // listed major first, and reshape dims are major first.
+  std::vector<int64_t> stride(factors->size(), 1);
+  for (size_t f = 0; f < factors->size(); ++f) {
+    int64_t s = 1;
+    for (size_t g = 0; g < factors->size(); ++g) {
+      const auto& a = (*factors)[f];
+      const auto& b = (*factors)[g];
+      if (b.reshape_dim > a.reshape_dim ||
+          (b.reshape_dim == a.reshape_dim && g > f))
+        s *= b.size;
+    }
+    stride[f] = s;
+  }
+  std::vector<IndexTerm> terms;
+  int64_t multiplier = 1;
+  for (int64_t f = static_cast<int64_t>(factors->size()) - 1; f >= 0; --f) {
+    if ((*factors)[f].array_dim != dim) continue;
+    terms.push_back({stride[f], (*factors)[f].size, multiplier});
+    multiplier *= (*factors)[f].size;
+  }
+  std::reverse(terms.begin(), terms.end());
+  return terms;
+}
+
 int64_t TileAssignment::MinDevice() const {
   if (is_iota()) return 0;
   return *std::min_element(devices_->begin(), devices_->end());

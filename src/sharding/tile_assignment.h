@@ -54,6 +54,18 @@ class TileAssignment {
   bool UsesDevice(int64_t device) const {
     return IndexOfDevice(device).has_value();
   }
+  // For iota assignments, the index along `dim` of device d as arithmetic on
+  // d: sum over terms of ((d / divisor) % modulus) * multiplier. Lets the
+  // partitioner compute a tile offset from partition-id without an
+  // O(devices) table. nullopt for explicit arrays (or when the dims cut the
+  // iota factors unevenly).
+  struct IndexTerm {
+    int64_t divisor;
+    int64_t modulus;
+    int64_t multiplier;
+  };
+  std::optional<std::vector<IndexTerm>> IndexTermsForDim(int64_t dim) const;
+
   // Smallest / largest id. O(1) for iota.
   int64_t MinDevice() const;
   int64_t MaxDevice() const;

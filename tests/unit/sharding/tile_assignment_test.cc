@@ -101,6 +101,17 @@ TEST(TileAssignment, RandomIotaRoundTrip) {
       ASSERT_TRUE(idx.has_value());
       ASSERT_EQ(t.DeviceAt(*idx), dev);
     }
+    // Index arithmetic agrees with IndexOfDevice.
+    for (size_t d = 0; d < dims.size(); ++d) {
+      auto terms = t.IndexTermsForDim(d);
+      if (!terms) continue;
+      for (int64_t dev = 0; dev < n; ++dev) {
+        int64_t idx = 0;
+        for (const auto& term : *terms)
+          idx += (dev / term.divisor) % term.modulus * term.multiplier;
+        ASSERT_EQ(idx, (*t.IndexOfDevice(dev))[d]) << t.ToString() << " dim " << d;
+      }
+    }
     // Transpose agrees with the reference.
     std::vector<int64_t> q = Iota(dims.size());
     std::shuffle(q.begin(), q.end(), rng);
@@ -116,6 +127,24 @@ TEST(TileAssignment, RandomIotaRoundTrip) {
     ASSERT_EQ(t.SortLastDim().Devices(), sorted) << t.ToString();
     ASSERT_EQ(t.SortLastDim(), TileAssignment::FromDevices(dims, sorted));
   }
+}
+
+TEST(TileAssignment, IndexTerms) {
+  // [2,4]<=[2,2,2]T(2,1,0): device bits (b2 b1 b0); dim 0 index = b0,
+  // dim 1 index = b1*2 + b2.
+  TileAssignment t = TileAssignment::Iota({2, 4}, {2, 2, 2}, {2, 1, 0});
+  auto d0 = *t.IndexTermsForDim(0);
+  ASSERT_EQ(d0.size(), 1u);
+  EXPECT_EQ(d0[0].divisor, 1);
+  EXPECT_EQ(d0[0].modulus, 2);
+  auto d1 = *t.IndexTermsForDim(1);
+  ASSERT_EQ(d1.size(), 2u);
+  EXPECT_EQ(d1[0].divisor, 2);
+  EXPECT_EQ(d1[0].multiplier, 2);
+  EXPECT_EQ(d1[1].divisor, 4);
+  EXPECT_EQ(d1[1].multiplier, 1);
+  EXPECT_FALSE(TileAssignment::FromDevices({2}, {1, 0}).IndexTermsForDim(0));
+  EXPECT_TRUE(TileAssignment::Iota({4, 1}).IndexTermsForDim(1)->empty());
 }
 
 TEST(TileAssignment, ExplicitOps) {
