@@ -101,7 +101,14 @@ uint8_t EncodeMiniFloat(PrimitiveType type, double value) {
       best_err = err;
     }
   }
-  if (best >= 0 && std::fabs(value) <= largest) return static_cast<uint8_t>(best);
+  // Values up to half a step above the largest finite value round down to it.
+  double below_largest = 0;
+  for (int c = 0; c < n; ++c) {
+    double d = std::fabs(DecodeMiniFloat(type, static_cast<uint8_t>(c)));
+    if (std::isfinite(d) && d < largest) below_largest = std::max(below_largest, d);
+  }
+  if (best >= 0 && std::fabs(value) < largest + (largest - below_largest) / 2)
+    return static_cast<uint8_t>(best);
   // Out of range: infinity if the format has one, else NaN, else saturate.
   if (f.nan == NanStyle::kIeee) {
     for (int c = 0; c < n; ++c) {

@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -672,6 +673,9 @@ StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
     ss << std::cin.rdbuf();
     file->text = ss.str();
   } else {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+      return Status::Error("cannot read '" + path + "': it is a directory");
     std::ifstream in(path, std::ios::binary);
     if (!in) return Status::Error("cannot open '" + path + "'");
     std::ostringstream ss;

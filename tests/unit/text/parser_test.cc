@@ -642,3 +642,31 @@ ENTRY c2 {
 
 }  // namespace
 }  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+// Small float formats: every finite code prints and parses back to itself.
+TEST(ParserTest, MiniFloatConstantsRoundTripEveryCode) {
+  const char* kTypes[] = {"f8e5m2", "f8e4m3fn", "f8e4m3", "f8e3m4", "f8e4m3fnuz",
+                          "f8e5m2fnuz", "f8e4m3b11fnuz", "f8e8m0fnu", "f4e2m1fn"};
+  for (const char* type : kTypes) {
+    SCOPED_TRACE(type);
+    auto m = ParseModuleText(std::string("HloModule m\nENTRY e {\n  ROOT c = ") + type +
+                             "[3] constant({1.5, -0.25, 448})\n}\n");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    std::string printed = PrintModule(**m);
+    auto again = ParseModuleText(printed);
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(PrintModule(**again), printed);
+    EXPECT_TRUE((*m)->entry()->root()->literal().BitwiseEqual(
+        (*again)->entry()->root()->literal()));
+  }
+  auto m = ParseModuleText("HloModule m\nENTRY e {\n  ROOT c = f8e4m3fn[4] constant({1.5, -0.25, 448, 450})\n}\n");
+  ASSERT_TRUE(m.ok());
+  EXPECT_NE(PrintModule(**m).find("constant({1.5, -0.25, 448, 448})"), std::string::npos)
+      << PrintModule(**m);
+}
+
+}  // namespace
+}  // namespace meshsplit
