@@ -53,14 +53,13 @@ struct PredTraits {
 };
 
 template <typename Tr, typename Op>
-void ReduceChunked(std::span<const void* const> inputs, void* out,
-                   int64_t count, Op op) {
+void ReduceChunked(std::span<const void* const> inputs,
+                   std::span<void* const> outputs, int64_t count, Op op) {
   using S = typename Tr::S;
   using C = typename Tr::C;
   constexpr int64_t kChunk = std::max<int64_t>(256, 16384 / sizeof(C));
   alignas(64) C tmp[kChunk];
   const size_t n_in = inputs.size();
-  S* o = static_cast<S*>(out);
   for (int64_t base = 0; base < count; base += kChunk) {
     const int64_t n = std::min(kChunk, count - base);
     const S* a = static_cast<const S*>(inputs[0]) + base;
@@ -76,8 +75,14 @@ void ReduceChunked(std::span<const void* const> inputs, void* out,
           tmp[i] = Tr::Round(op(tmp[i], Tr::Load(c[i])));
       }
     }
-    S* dst = o + base;
-    for (int64_t i = 0; i < n; ++i) dst[i] = Tr::Store(tmp[i]);
+    for (void* out : outputs) {
+      S* dst = static_cast<S*>(out) + base;
+      if constexpr (std::is_same_v<S, C>) {
+        std::memcpy(dst, tmp, n * sizeof(S));
+      } else {
+        for (int64_t i = 0; i < n; ++i) dst[i] = Tr::Store(tmp[i]);
+      }
+    }
   }
 }
 
@@ -102,7 +107,7 @@ T WrapMul(T a, T b) {
 
 template <typename T>
 void ReduceInteger(ReductionKind kind, std::span<const void* const> inputs,
-                   void* out, int64_t count) {
+                   std::span<void* const> out, int64_t count) {
   using Tr = PlainTraits<T>;
   switch (kind) {
     case ReductionKind::kAdd:
@@ -130,7 +135,7 @@ void ReduceInteger(ReductionKind kind, std::span<const void* const> inputs,
 // Floating point in compute type C (f32 for the 16-bit types).
 template <typename Tr>
 void ReduceFloat(ReductionKind kind, std::span<const void* const> inputs,
-                 void* out, int64_t count) {
+                 std::span<void* const> out, int64_t count) {
   using C = typename Tr::C;
   switch (kind) {
     case ReductionKind::kAdd:
@@ -158,7 +163,7 @@ void ReduceFloat(ReductionKind kind, std::span<const void* const> inputs,
 
 template <typename T>
 void ReduceComplex(ReductionKind kind, std::span<const void* const> inputs,
-                   void* out, int64_t count) {
+                   std::span<void* const> out, int64_t count) {
   using Tr = PlainTraits<T>;
   if (kind == ReductionKind::kAdd)
     return ReduceChunked<Tr>(inputs, out, count, [](T a, T b) { return a + b; });
@@ -167,7 +172,7 @@ void ReduceComplex(ReductionKind kind, std::span<const void* const> inputs,
 }
 
 void ReducePred(ReductionKind kind, std::span<const void* const> inputs,
-                void* out, int64_t count) {
+                std::span<void* const> out, int64_t count) {
   using C = uint8_t;
   auto and_op = [](C a, C b) -> C { return a & b; };
   auto or_op = [](C a, C b) -> C { return a | b; };
@@ -191,7 +196,14 @@ void ReducePred(ReductionKind kind, std::span<const void* const> inputs,
 void ReduceInOrder(ReductionKind kind, PrimitiveType type,
                    std::span<const void* const> inputs, void* out,
                    int64_t count) {
-  MS_CHECK(!inputs.empty());
+  void* const outputs[] = {out};
+  ReduceInOrder(kind, type, inputs, outputs, count);
+}
+
+void ReduceInOrder(ReductionKind kind, PrimitiveType type,
+                   std::span<const void* const> inputs,
+                   std::span<void* const> out, int64_t count) {
+  MS_CHECK(!inputs.empty() && !out.empty());
   if (count <= 0) return;
   switch (type) {
     case PrimitiveType::PRED:

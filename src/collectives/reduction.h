@@ -18,4 +18,11 @@ void ReduceInOrder(ReductionKind kind, PrimitiveType type,
                    std::span<const void* const> inputs, void* out,
                    int64_t count);
 
+// The same, storing the result into every buffer of `outputs` (a reduction
+// followed by a broadcast, in one pass over the inputs). Each output may
+// alias an input exactly. REQUIRES: !outputs.empty().
+void ReduceInOrder(ReductionKind kind, PrimitiveType type,
+                   std::span<const void* const> inputs,
+                   std::span<void* const> outputs, int64_t count);
+
 }  // namespace meshsplit

@@ -6,15 +6,17 @@
 //   3. each device reads what it needs from the others' buffers and writes
 //      only its own output,
 //   4. rendezvous, so that no buffer is reused while someone still reads it.
-// Large all-reduces add a step: each device reduces its own 1/G slice of the
-// result (reading every contribution in group order) into its output, then,
-// after a rendezvous, copies the other slices from their owners' outputs.
+// Large all-reduces split the work: each device reduces its own 1/G slice of
+// the result (reading every contribution in group order) and writes it into
+// every member's output, so the whole costs about one memcpy of the result
+// per device.
 #include "collectives/threads_backend.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <span>
 #include <thread>
 
@@ -137,7 +139,7 @@ const unsigned char* Bytes(const void* p) {
 unsigned char* Bytes(void* p) { return static_cast<unsigned char*>(p); }
 
 // All-reduces of at least this many bytes use the sliced algorithm; below,
-// one rendezvous less beats spreading the (tiny) work.
+// local writes beat spreading the (tiny) work.
 constexpr int64_t kSlicedAllReduceBytes = 32 * 1024;
 
 // [begin, end) of the slice of `count` elements owned by group position p,
@@ -164,7 +166,11 @@ struct ThreadsWorld::Slot {
 class ThreadsCommunicator final : public Communicator {
  public:
   ThreadsCommunicator(ThreadsWorld& world, int64_t device)
-      : world_(world), device_(device) {}
+      : world_(world), device_(device) {
+    for (int64_t d = 0; d < world.num_devices_; ++d)
+      all_devices_.members.push_back(d);
+    all_devices_.position = device;
+  }
 
   int64_t device() const override { return device_; }
   int64_t num_devices() const override { return world_.num_devices_; }
@@ -211,11 +217,22 @@ class ThreadsCommunicator final : public Communicator {
   const void* Detach(const void* input, int64_t bytes, const void* output,
                      int64_t out_bytes);
 
+  // FindGroup with a one-entry cache: a program repeats the same few group
+  // lists, and checking them afresh costs allocations on every small
+  // collective. Sets *group on success.
+  Status LookupGroup(const CommGroups& groups, std::string_view op,
+                     bool require_equal_sizes, const GroupMembership** group);
+
   ThreadsWorld& world_;
   const int64_t device_;
+  GroupMembership all_devices_;  // the group of `replica_groups={}`
+  CommGroups cached_groups_;
+  bool cached_equal_sizes_ = false;
+  std::optional<GroupMembership> cached_membership_;
   std::vector<unsigned char> scratch_;
   std::vector<const void*> tuple_inputs_;
   std::vector<const void*> reduce_inputs_;
+  std::vector<void*> reduce_outputs_;
 };
 
 Status ThreadsCommunicator::Start(const OpDesc& desc, const void* input,
@@ -250,6 +267,29 @@ Status ThreadsCommunicator::Start(const OpDesc& desc, const void* input,
   return Status::Error(verdict);
 }
 
+Status ThreadsCommunicator::LookupGroup(const CommGroups& groups,
+                                        std::string_view op,
+                                        bool require_equal_sizes,
+                                        const GroupMembership** group) {
+  if (groups.empty()) {
+    *group = &all_devices_;
+    return Status::Ok();
+  }
+  // Equal sizes is the stricter check, so a list that passed it also passes
+  // without it.
+  if (!cached_membership_ || groups != cached_groups_ ||
+      (require_equal_sizes && !cached_equal_sizes_)) {
+    StatusOr<GroupMembership> found =
+        FindGroup(groups, num_devices(), device_, op, require_equal_sizes);
+    if (!found.ok()) return found.status();
+    cached_groups_ = groups;
+    cached_equal_sizes_ = require_equal_sizes;
+    cached_membership_ = std::move(found).value();
+  }
+  *group = &*cached_membership_;
+  return Status::Ok();
+}
+
 const void* ThreadsCommunicator::Detach(const void* input, int64_t bytes,
                                         const void* output,
                                         int64_t out_bytes) {
@@ -272,48 +312,40 @@ Status ThreadsCommunicator::AllReduce(const void* input, void* output,
   Status local = CheckReduction(type, kind);
   if (local.ok() && count < 0)
     local = Status::Error("all-reduce: negative element count");
-  StatusOr<GroupMembership> group(GroupMembership{});
+  const GroupMembership* group = nullptr;
   if (local.ok()) {
-    group = FindGroup(groups, num_devices(), device_, "all-reduce",
-                      /*require_equal_sizes=*/false);
-    if (!group.ok()) local = group.status();
+    local = LookupGroup(groups, "all-reduce", /*require_equal_sizes=*/false, &group);
   }
   const int64_t w = ByteWidth(type);
   const int64_t bytes = local.ok() ? count * w : 0;
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
-  // The sliced algorithm is safe in place (each device writes only its own
-  // slice while the others read other slices); the simple one is not. It has
-  // one more rendezvous, so the choice must not depend on the group size
-  // (groups may differ in size): only on the agreed element count.
-  const bool sliced = num_devices() > 1 && bytes >= kSlicedAllReduceBytes;
+  // Large: each member reduces its own 1/G slice of the result and writes it
+  // straight into every member's output, so no data is read twice and no
+  // extra rendezvous is needed. Safe in place: a slice of any buffer is only
+  // touched by its owner, which reads a chunk of every input before writing
+  // that chunk of the outputs. Small: every member reduces everything into
+  // its own output (no remote writes), which needs its input kept apart from
+  // its output. With G == 1 nobody else reads the input.
+  const bool sliced = g > 1 && bytes >= kSlicedAllReduceBytes;
   const void* published = input;
-  if (local.ok() && !(sliced && input == output))
+  if (local.ok() && !sliced && g > 1)
     published = Detach(input, bytes, output, bytes);
   MS_RETURN_IF_ERROR(Start(desc, published, output, local));
 
   const std::vector<int64_t>& members = group->members;
+  auto [begin, end] =
+      sliced ? SliceBounds(count, w, g, group->position) : std::pair{int64_t{0}, count};
   reduce_inputs_.resize(g);
-  auto reduce_range = [&](int64_t begin, int64_t end) {
-    for (int64_t k = 0; k < g; ++k)
-      reduce_inputs_[k] = Bytes(slot(members[k]).input) + begin * w;
-    ReduceInOrder(kind, type, reduce_inputs_, Bytes(output) + begin * w,
-                  end - begin);
-  };
-  if (!sliced) {
-    reduce_range(0, count);
-    return Finish();
+  for (int64_t k = 0; k < g; ++k)
+    reduce_inputs_[k] = Bytes(slot(members[k]).input) + begin * w;
+  reduce_outputs_.clear();
+  if (sliced) {
+    for (int64_t m : members)
+      reduce_outputs_.push_back(Bytes(slot(m).output) + begin * w);
+  } else {
+    reduce_outputs_.push_back(Bytes(output));
   }
-  const int64_t p = group->position;
-  auto [begin, end] = SliceBounds(count, w, g, p);
-  reduce_range(begin, end);
-  MS_RETURN_IF_ERROR(world_.Rendezvous(device_));
-  for (int64_t q = 0; q < g; ++q) {
-    if (q == p) continue;
-    auto [b, e] = SliceBounds(count, w, g, q);
-    if (e > b)
-      std::memcpy(Bytes(output) + b * w, Bytes(slot(members[q]).output) + b * w,
-                  (e - b) * w);
-  }
+  ReduceInOrder(kind, type, reduce_inputs_, reduce_outputs_, end - begin);
   return Finish();
 }
 
@@ -329,11 +361,9 @@ Status ThreadsCommunicator::AllGather(const void* input, void* output,
   desc.dim_a = dimension;
   desc.groups = &groups;
   Status local = CheckDims(dims, dimension, "all-gather", "all_gather_dimension");
-  StatusOr<GroupMembership> group(GroupMembership{});
+  const GroupMembership* group = nullptr;
   if (local.ok()) {
-    group = FindGroup(groups, num_devices(), device_, "all-gather",
-                      /*require_equal_sizes=*/true);
-    if (!group.ok()) local = group.status();
+    local = LookupGroup(groups, "all-gather", /*require_equal_sizes=*/true, &group);
   }
   const int64_t w = ByteWidth(type);
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
@@ -369,11 +399,9 @@ Status ThreadsCommunicator::ReduceScatter(const void* input, void* output,
   desc.groups = &groups;
   Status local = CheckReduction(type, kind);
   if (local.ok()) local = CheckDims(dims, dimension, "reduce-scatter", "scatter_dimension");
-  StatusOr<GroupMembership> group(GroupMembership{});
+  const GroupMembership* group = nullptr;
   if (local.ok()) {
-    group = FindGroup(groups, num_devices(), device_, "reduce-scatter",
-                      /*require_equal_sizes=*/true);
-    if (!group.ok()) local = group.status();
+    local = LookupGroup(groups, "reduce-scatter", /*require_equal_sizes=*/true, &group);
   }
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
   if (local.ok() && dims[dimension] % g != 0)
@@ -419,11 +447,9 @@ Status ThreadsCommunicator::AllToAll(const void* input, void* output,
   Status local = CheckDims(dims, split_dimension, "all-to-all", "split_dimension");
   if (local.ok())
     local = CheckDims(dims, concat_dimension, "all-to-all", "concat_dimension");
-  StatusOr<GroupMembership> group(GroupMembership{});
+  const GroupMembership* group = nullptr;
   if (local.ok()) {
-    group = FindGroup(groups, num_devices(), device_, "all-to-all",
-                      /*require_equal_sizes=*/true);
-    if (!group.ok()) local = group.status();
+    local = LookupGroup(groups, "all-to-all", /*require_equal_sizes=*/true, &group);
   }
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
   if (local.ok() && dims[split_dimension] % g != 0)
@@ -468,11 +494,9 @@ Status ThreadsCommunicator::AllToAllTuple(std::span<const void* const> inputs,
   desc.groups = &groups;
   Status local;
   if (count < 0) local = Status::Error("all-to-all: negative element count");
-  StatusOr<GroupMembership> group(GroupMembership{});
+  const GroupMembership* group = nullptr;
   if (local.ok()) {
-    group = FindGroup(groups, num_devices(), device_, "all-to-all",
-                      /*require_equal_sizes=*/true);
-    if (!group.ok()) local = group.status();
+    local = LookupGroup(groups, "all-to-all", /*require_equal_sizes=*/true, &group);
   }
   const int64_t g = local.ok() ? static_cast<int64_t>(group->members.size()) : 1;
   if (local.ok() && (static_cast<int64_t>(inputs.size()) != g ||
