@@ -101,6 +101,14 @@ std::optional<Sharding> ReshapeSharding(const std::vector<int64_t>& from,
   const int64_t rank = s.TiledDataRank();
   MS_CHECK(static_cast<int64_t>(from.size()) == rank);
   MS_CHECK(Product(from) == Product(to));
+  // Tiles on a size-1 dim hold copies (all but one tile are empty padding);
+  // like XLA, treat them as replication.
+  std::vector<int64_t> trivially_tiled;
+  for (int64_t i = 0; i < rank; ++i)
+    if (from[i] == 1 && s.TileDim(i) > 1) trivially_tiled.push_back(i);
+  if (!trivially_tiled.empty())
+    return ReshapeSharding(
+        from, to, PartiallyReplicateTiledShardingOnDims(s, trivially_tiled));
   // Each source dim becomes a tiled factor (its tile count, major) and an
   // untiled factor (the tile size). A target dim may take tiled factors only
   // before any untiled one, else its tiles would not be contiguous. An
@@ -123,6 +131,21 @@ std::optional<Sharding> ReshapeSharding(const std::vector<int64_t>& from,
       atoms.push_back({n, false, true, t});
     }
   }
+  // Adjacent factors of the same kind act as one: merging two untiled (or
+  // two tiled) factors does not change which elements a tile holds, and it
+  // lets a target dim cut the product where neither factor divides.
+  std::vector<Atom> merged;
+  for (const Atom& atom : atoms) {
+    if (atom.size == 1 && !atom.uneven) continue;
+    if (!merged.empty() && !atom.uneven && !merged.back().uneven &&
+        merged.back().tiled == atom.tiled) {
+      merged.back().size *= atom.size;
+      merged.back().tiles *= atom.tiles;
+    } else {
+      merged.push_back(atom);
+    }
+  }
+  atoms = std::move(merged);
   std::vector<int64_t> out(to.size(), 1);
   size_t a = 0;
   for (size_t j = 0; j < to.size(); ++j) {

@@ -98,12 +98,15 @@ TEST(ShardingUtil, ReshapeKnownCases) {
             "{devices=[2,1,1]<=[2]}");
   EXPECT_EQ(R({5, 4}, {20}, "{devices=[2,1]0,1}"), "none");
   EXPECT_EQ(R({2, 3}, {3, 2}, "{replicated}"), "{replicated}");
+  // Tiles on a size-1 dim become replication.
+  EXPECT_EQ(R({1, 8}, {8}, "{devices=[2,4]<=[8]}"),
+            "{devices=[4,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
 }
 
 TEST(ShardingUtil, ReshapeRandomMatchesElementModel) {
   std::mt19937 rng(3);
   int found = 0;
-  for (int trial = 0; trial < 400; ++trial) {
+  for (int trial = 0; trial < 600; ++trial) {
     // A shape of total size 2^a*3^b, tiled on random dims.
     std::vector<int64_t> from, to;
     const int64_t primes[] = {2, 2, 2, 3, 2, 2};
@@ -128,14 +131,38 @@ TEST(ShardingUtil, ReshapeRandomMatchesElementModel) {
     int64_t devices = 1;
     for (int64_t d : from) {
       std::vector<int64_t> divs;
-      for (int64_t k = 1; k <= d && k <= 4; ++k)
+      for (int64_t k = 1; k <= d && k <= 6; ++k)
         if (d % k == 0) divs.push_back(k);
       tiles.push_back(divs[rng() % divs.size()]);
       devices *= tiles.back();
     }
     Sharding s = Sharding::Tile(TileAssignment::Iota(tiles));
     auto r = ReshapeSharding(from, to, s);
-    if (!r) continue;
+    if (!r) {
+      // Completeness: no reshape of the tile array onto `to` (tile counts
+      // dividing the dims) may hold the same elements.
+      std::vector<std::vector<int64_t>> cands = {{}};
+      for (int64_t d : to) {
+        std::vector<std::vector<int64_t>> next;
+        for (auto& c : cands)
+          for (int64_t k = 1; k <= d; ++k)
+            if (d % k == 0) {
+              next.push_back(c);
+              next.back().push_back(k);
+            }
+        cands = std::move(next);
+      }
+      auto want = Holdings(s, from, devices);
+      for (auto& c : cands) {
+        int64_t prod = 1;
+        for (int64_t k : c) prod *= k;
+        if (prod != devices) continue;
+        Sharding cand = Sharding::Tile(s.tile_assignment().Reshape(c));
+        ASSERT_NE(Holdings(cand, to, devices), want)
+            << "missed " << cand.ToString() << " for " << s.ToString() << " from " << ::testing::PrintToString(from) << " to " << ::testing::PrintToString(to);
+      }
+      continue;
+    }
     ++found;
     // Row-major positions are the same elements in both shapes.
     ASSERT_EQ(Holdings(s, from, devices), Holdings(*r, to, devices))
