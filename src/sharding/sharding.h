@@ -84,7 +84,8 @@ class Sharding {
   // Errors carry a column offset relative to `text` in their message only;
   // the caller attaches the location.
   static StatusOr<Sharding> Parse(std::string_view text);
-  // Same, and on error stores the 0-based offset of the culprit in `text`.
+  // Same, but on error stores the 0-based offset of the culprit in `text`
+  // and leaves the column out of the message (the caller points at it).
   static StatusOr<Sharding> Parse(std::string_view text, size_t* error_offset);
 
   // Canonical text, with outer braces.

@@ -37,8 +37,7 @@ class ShardingReader {
   Status Fail(const std::string& message) { return FailAt(pos_, message); }
   Status FailAt(size_t at, const std::string& message) {
     error_offset_ = at;
-    return Status::Error(message + " (at column " + std::to_string(at + 1) +
-                         " of the sharding)");
+    return Status::Error(message);
   }
 
   // Whitespace and /*...*/ comments (XLA prints /*index=N*/ in tuples).
@@ -367,7 +366,11 @@ class ShardingReader {
 }  // namespace
 
 StatusOr<Sharding> Sharding::Parse(std::string_view text) {
-  return Parse(text, nullptr);
+  size_t offset = 0;
+  StatusOr<Sharding> result = Parse(text, &offset);
+  if (result.ok()) return result;
+  return Status::Error(result.status().message() + " (at column " +
+                       std::to_string(offset + 1) + " of the sharding)");
 }
 
 StatusOr<Sharding> Sharding::Parse(std::string_view text,

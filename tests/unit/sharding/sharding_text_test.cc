@@ -167,8 +167,16 @@ TEST(ShardingText, Errors) {
   Error("{devices=[2]0,-1}");
   Error("");
   size_t offset = 0;
-  ASSERT_FALSE(Sharding::Parse("{devices=[2,2]0,1,1,3}", &offset).ok());
+  StatusOr<Sharding> bad = Sharding::Parse("{devices=[2,2]0,1,1,3}", &offset);
+  ASSERT_FALSE(bad.ok());
   EXPECT_EQ(offset, 14u);
+  EXPECT_EQ(bad.status().message(),
+            "device id 1 repeated in sharding tile assignment");
+  EXPECT_EQ(Error("{devices=[2,2]0,1,1,3}"),
+            "device id 1 repeated in sharding tile assignment (at column 15 "
+            "of the sharding)");
+  ASSERT_FALSE(Sharding::Parse("{replicated, foo}", &offset).ok());
+  EXPECT_EQ(offset, 11u);
 }
 
 }  // namespace
