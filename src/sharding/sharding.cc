@@ -158,6 +158,23 @@ Sharding Sharding::Tuple(std::vector<Sharding> elements) {
   return s;
 }
 
+Sharding Sharding::SingleTuple(int64_t leaf_count, const Sharding& element) {
+  MS_CHECK(!element.IsTuple());
+  return Tuple(std::vector<Sharding>(leaf_count, element));
+}
+
+std::optional<int64_t> Sharding::UniqueDevice() const {
+  if (kind_ == Kind::kMaximal) return device_;
+  if (kind_ != Kind::kTuple || elements_.empty()) return std::nullopt;
+  std::optional<int64_t> device;
+  for (const Sharding& e : elements_) {
+    std::optional<int64_t> d = e.UniqueDevice();
+    if (!d || (device && *d != *device)) return std::nullopt;
+    device = d;
+  }
+  return device;
+}
+
 bool Sharding::operator==(const Sharding& other) const {
   if (kind_ != other.kind_ || !(shard_group_ == other.shard_group_))
     return false;

@@ -78,6 +78,9 @@ class Sharding {
   static Sharding Subgroup(TileAssignment tiles,
                            std::vector<SubgroupType> types);
   static Sharding Tuple(std::vector<Sharding> elements);
+  // A tuple with `leaf_count` copies of `element` (a non-tuple sharding on a
+  // tuple-shaped value means the same sharding for every leaf).
+  static Sharding SingleTuple(int64_t leaf_count, const Sharding& element);
 
   // Parses the text of a sharding attribute including its outer braces, e.g.
   // "{devices=[2,1]0,1}" or "{{replicated}, {maximal device=0}}".
@@ -115,6 +118,10 @@ class Sharding {
   bool ReplicateOnLastTileDim() const;
   // Tiled with a manual subgroup dim.
   bool HasManualSubgroup() const;
+
+  // The one device holding the value: maximal, or a tuple whose elements
+  // are all maximal on the same device. nullopt otherwise.
+  std::optional<int64_t> UniqueDevice() const;
 
   // --- accessors -----------------------------------------------------------
   // REQUIRES: IsMaximal().

@@ -334,6 +334,15 @@ TEST(ShardingQueries, LargeIotaNoPerDeviceWork) {
   EXPECT_EQ(TileAssignment::iota_expansions(), expansions_before + 1);
 }
 
+TEST(ShardingQueries, UniqueDeviceAndSingleTuple) {
+  EXPECT_EQ(*P("{maximal device=3}").UniqueDevice(), 3);
+  EXPECT_EQ(*P("{{maximal device=1}, {maximal device=1}}").UniqueDevice(), 1);
+  EXPECT_FALSE(P("{{maximal device=0}, {maximal device=1}}").UniqueDevice());
+  EXPECT_FALSE(P("{replicated}").UniqueDevice());
+  EXPECT_EQ(Sharding::SingleTuple(2, P("{devices=[2]0,1}")),
+            P("{{devices=[2]0,1}, {devices=[2]0,1}}"));
+}
+
 TEST(ShardingValidate, Messages) {
   EXPECT_EQ(P("{devices=[2,2,2]<=[8]}").Validate(2, 8).message(),
             "sharding has 3 tile dims but the shape has rank 2");

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <random>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -177,6 +178,57 @@ TEST(ShardingText, Errors) {
             "of the sharding)");
   ASSERT_FALSE(Sharding::Parse("{replicated, foo}", &offset).ok());
   EXPECT_EQ(offset, 11u);
+}
+
+}  // namespace
+}  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+// Mutated corpus-like strings must parse or fail cleanly (no crash, no
+// hang), and whatever parses must print to text that parses back equal.
+TEST(ShardingText, MutationsNeverCrash) {
+  const std::vector<std::string> seeds = {
+      "{devices=[2,1,2]0,1,2,3 last_tile_dims={manual}}",
+      "{devices=[2,4]<=[2,2,2]T(2,1,0) last_tile_dim_replicate}",
+      "{{replicated}, {maximal device=1 metadata={op_name=\"a\"}}}",
+      "{unknown shard_as 0}",
+      "{devices=[1,1,2,2]<=[4] last_tile_dims={replicated, manual}}",
+  };
+  const std::string alphabet = "{}[](),<=T 0123456789-_/*\"abdelmnoprstuvx";
+  std::mt19937 rng(5);
+  int parsed = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    std::string s = seeds[rng() % seeds.size()];
+    int edits = 1 + rng() % 3;
+    for (int e = 0; e < edits && !s.empty(); ++e) {
+      size_t pos = rng() % s.size();
+      switch (rng() % 3) {
+        case 0:
+          s[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          s.erase(pos, 1 + rng() % 3);
+          break;
+        case 2:
+          s.insert(pos, 1, alphabet[rng() % alphabet.size()]);
+          break;
+      }
+    }
+    StatusOr<Sharding> r = Sharding::Parse(s);
+    if (!r.ok()) {
+      EXPECT_FALSE(r.status().message().empty());
+      continue;
+    }
+    ++parsed;
+    std::string printed = r->ToString();
+    StatusOr<Sharding> again = Sharding::Parse(printed);
+    ASSERT_TRUE(again.ok()) << s << " -> " << printed << ": "
+                            << again.status().message();
+    ASSERT_EQ(*again, *r) << s << " -> " << printed;
+  }
+  EXPECT_GT(parsed, 100);
 }
 
 }  // namespace
