@@ -90,6 +90,26 @@ std::vector<int64_t> ScatterSliceSizes(const Shape& operand, const Shape& update
 std::optional<int64_t> IotaDimension(Propagator& p, const Instruction* v) {
   if (v->opcode() == Opcode::kIota) return v->attrs().iota_dimension;
   if (v->shape().element_type() != PrimitiveType::S32) return std::nullopt;
+  if (v->opcode() == Opcode::kConstant && v->has_literal() && v->shape().IsArray()) {
+    // A constant counts along dim d if every element equals its index in d.
+    const Shape& shape = v->shape();
+    const int rank = shape.rank();
+    std::vector<bool> is_iota(rank, true);
+    std::vector<int64_t> idx(rank, 0);
+    const int64_t n = shape.ElementCount();
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t val = v->literal().GetInt(k);
+      for (int d = 0; d < rank; ++d)
+        if (val != idx[d]) is_iota[d] = false;
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < shape.dimensions(d)) break;
+        idx[d] = 0;
+      }
+    }
+    for (int d = 0; d < rank; ++d)
+      if (is_iota[d] && shape.dimensions(d) > 1) return d;
+    return std::nullopt;
+  }
   if (v->opcode() == Opcode::kBroadcast) {
     auto d = IotaDimension(p, v->operand(0));
     if (d && *d < (int64_t)v->attrs().dimensions.size())

@@ -534,8 +534,10 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
             may_combine, one_user);
         continue;
       }
-      if (!op->shape().IsArray() || !instr->shape().IsArray() ||
-          op->shape().rank() != instr->shape().rank())
+      // Skip scalar operands of clamp/select-like ops.
+      if (op->shape().IsTuple() != instr->shape().IsTuple() ||
+          (instr->shape().IsArray() && op->shape().IsArray() &&
+           op->shape().rank() != instr->shape().rank()))
         continue;
       changed |= MaybeImprove(instr, Get(op), may_combine,
                               instr->operand_count() == 1 && one_user);

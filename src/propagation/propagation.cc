@@ -429,7 +429,16 @@ void Propagator::MaybeComputationPropagation(
 
 bool Propagator::RunToFixPoint(int aggr) {
   bool changed = false;
-  std::unordered_set<const Instruction*> from_group, from_operands, from_users;
+  // Per-instruction "already inferred" caches, indexed by id.
+  struct Cache {
+    const Propagator* p;
+    std::vector<char> bits;
+    bool count(const Instruction* i) const { return bits[p->id_.at(i)]; }
+    void insert(const Instruction* i) { bits[p->id_.at(i)] = 1; }
+    void erase(const Instruction* i) { bits[p->id_.at(i)] = 0; }
+  };
+  Cache from_group{this, std::vector<char>(instrs_.size(), 0)};
+  Cache from_operands = from_group, from_users = from_group;
   const bool may_merge_partial = options_.is_spmd && aggr > 0;
   auto group_of = [&](const Instruction* i) -> const std::vector<Instruction*>* {
     auto it = shard_group_of_.find(i);
@@ -460,14 +469,16 @@ bool Propagator::RunToFixPoint(int aggr) {
     clear_cache(instr, nullptr);
     for (Instruction* h : comp_changed) clear_cache(h, nullptr);
   };
-  std::vector<std::vector<Instruction*>> orders;
-  for (Computation* c : computations_) {
-    std::vector<Instruction*> order = PostOrder(c);
-    order.erase(std::remove_if(order.begin(), order.end(),
-                               [&](Instruction* i) { return removed_.count(i) > 0; }),
-                order.end());
-    orders.push_back(std::move(order));
+  if (orders_.empty()) {
+    for (Computation* c : computations_) {
+      std::vector<Instruction*> order = PostOrder(c);
+      order.erase(std::remove_if(order.begin(), order.end(),
+                                 [&](Instruction* i) { return removed_.count(i) > 0; }),
+                  order.end());
+      orders_.push_back(std::move(order));
+    }
   }
+  const auto& orders = orders_;
   bool changed_last_iter = true;
   int iterations = 0;
   while (changed_last_iter) {
@@ -758,7 +769,7 @@ StatusOr<bool> Propagator::Run() {
       if (warned_.insert(key).second && report_ != nullptr)
         report_->warnings.push_back("no sharding rule for '" + instr->name() +
                                     "' (" + key + ": " + r.name +
-                                    "); it is treated as replicated");
+                                    "); it gets no inferred tiling (replicated)");
       if (options_.strict)
         return Status::Error("no sharding rule for " + key + " ('" +
                                  instr->name() + "'): " + r.name,

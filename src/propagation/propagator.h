@@ -35,8 +35,6 @@ class Propagator {
   const OpShardingRule& Rule(const Instruction* i);
 
  private:
-  friend class ForwardRules;
-  friend class BackwardRules;
 
   // Driver steps (propagation.cc).
   Status Init();
@@ -133,6 +131,8 @@ class Propagator {
   std::vector<std::optional<PSharding>> original_;
   std::vector<std::optional<OpShardingRule>> rules_;
   std::vector<Computation*> computations_;
+  // Post order of every computation (fixed while the fixed-point loops run).
+  std::vector<std::vector<Instruction*>> orders_;
 
   // Sharding custom-calls XLA would turn into copies; treated as copies.
   std::unordered_set<const Instruction*> as_copy_;

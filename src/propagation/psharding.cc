@@ -292,8 +292,18 @@ class ShardingParser {
     return Status::Error("bad sharding '" + std::string(t_) + "': " + what +
                          " at column " + std::to_string(p_ + 1));
   }
+  // Skips blanks and /*...*/ comments (XLA prints /*index=N*/ in tuples).
   void SkipSpace() {
-    while (p_ < t_.size() && std::isspace((unsigned char)t_[p_])) ++p_;
+    while (p_ < t_.size()) {
+      if (std::isspace((unsigned char)t_[p_])) {
+        ++p_;
+      } else if (t_.substr(p_, 2) == "/*") {
+        size_t e = t_.find("*/", p_ + 2);
+        p_ = e == std::string_view::npos ? t_.size() : e + 2;
+      } else {
+        break;
+      }
+    }
   }
   bool Eat(char c) {
     SkipSpace();

@@ -1,0 +1,136 @@
+// Sharding propagation speed: the MaxText data-parallel train step from
+// ../shared/models/hlo (target: under 0.1 s), and synthetic modules from
+// tools/gen_propagation_module.py's generator (re-implemented here in C++ so
+// the bench needs no Python): a chain of N elementwise/dot/reshape layers with
+// one annotation at the start. Parsing is excluded from the timings; the
+// reference is the time to parse the same module, measured in the same run.
+#include <benchmark/benchmark.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include "propagation/propagation.h"
+#include "text/parser.h"
+
+namespace meshsplit {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// `layers` blocks of: add, multiply, dot with a weight, transpose, reshape
+// round trip; 7 instructions per block.
+std::string SyntheticModule(int layers) {
+  std::ostringstream os;
+  os << "HloModule synthetic, num_partitions=8\n\nENTRY main {\n";
+  os << "  x_0 = f32[64,128] parameter(0), sharding={devices=[8,1]<=[8]}\n";
+  os << "  w = f32[128,128] parameter(1)\n";
+  for (int i = 0; i < layers; ++i) {
+    os << "  add_" << i << " = f32[64,128] add(x_" << i << ", x_" << i << ")\n";
+    os << "  mul_" << i << " = f32[64,128] multiply(add_" << i << ", x_" << i << ")\n";
+    os << "  dot_" << i << " = f32[64,128] dot(mul_" << i
+       << ", w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n";
+    os << "  tr_" << i << " = f32[128,64] transpose(dot_" << i << "), dimensions={1,0}\n";
+    os << "  rs_" << i << " = f32[128,8,8] reshape(tr_" << i << ")\n";
+    os << "  rb_" << i << " = f32[128,64] reshape(rs_" << i << ")\n";
+    os << "  x_" << i + 1 << " = f32[64,128] transpose(rb_" << i << "), dimensions={1,0}\n";
+  }
+  os << "  ROOT out = f32[64,128] copy(x_" << layers << ")\n}\n";
+  return os.str();
+}
+
+std::map<std::string, double>& Best() {
+  static std::map<std::string, double> best;
+  return best;
+}
+
+void RunPropagation(benchmark::State& state, const std::string& text,
+                    const std::string& label) {
+  for (auto _ : state) {
+    auto m = ParseModuleText(text);
+    if (!m.ok()) {
+      state.SkipWithError(m.status().message().c_str());
+      return;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    auto r = PropagateShardings(**m, PropagationOptions());
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!r.ok()) {
+      state.SkipWithError(r.status().message().c_str());
+      return;
+    }
+    state.SetIterationTime(s);
+    auto [it, ins] = Best().emplace(label, s);
+    if (!ins && s < it->second) it->second = s;
+  }
+}
+
+void RunParse(benchmark::State& state, const std::string& text,
+              const std::string& label) {
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto m = ParseModuleText(text);
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    benchmark::DoNotOptimize(m);
+    state.SetIterationTime(s);
+    auto [it, ins] = Best().emplace(label, s);
+    if (!ins && s < it->second) it->second = s;
+  }
+}
+
+const std::string& Maxtext() {
+  static std::string text =
+      ReadFile(std::string(MESHSPLIT_SHARED_DIR) + "/models/hlo/maxtext_train_step_dp8.hlo");
+  return text;
+}
+
+void BM_PropagateMaxtext(benchmark::State& state) {
+  if (Maxtext().empty()) {
+    state.SkipWithError("../shared/models/hlo/maxtext_train_step_dp8.hlo not found");
+    return;
+  }
+  RunPropagation(state, Maxtext(), "maxtext propagate");
+}
+void BM_ParseMaxtext(benchmark::State& state) {
+  if (Maxtext().empty()) {
+    state.SkipWithError("maxtext module not found");
+    return;
+  }
+  RunParse(state, Maxtext(), "maxtext parse");
+}
+void BM_PropagateSynthetic(benchmark::State& state) {
+  const int layers = state.range(0);
+  static std::map<int, std::string> cache;
+  if (!cache.count(layers)) cache[layers] = SyntheticModule(layers);
+  RunPropagation(state, cache[layers],
+                 "synthetic " + std::to_string(layers * 7 + 3) + " instrs propagate");
+}
+
+BENCHMARK(BM_ParseMaxtext)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_PropagateMaxtext)->UseManualTime()->Unit(benchmark::kMillisecond)->Iterations(5);
+BENCHMARK(BM_PropagateSynthetic)->Arg(1000)->Arg(14300)->UseManualTime()
+    ->Unit(benchmark::kMillisecond)->Iterations(2);
+
+}  // namespace
+}  // namespace meshsplit
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  auto& b = meshsplit::Best();
+  std::printf("\nbest times:\n");
+  for (const auto& [k, v] : b) std::printf("  %-40s %9.3f ms\n", k.c_str(), v * 1e3);
+  if (b.count("maxtext propagate") && b.count("maxtext parse"))
+    std::printf("  maxtext propagate / parse ratio: %.2f (target: propagate <= 100 ms)\n",
+                b["maxtext propagate"] / b["maxtext parse"]);
+  benchmark::Shutdown();
+  return 0;
+}
