@@ -132,6 +132,7 @@ class Verifier {
     if (module_.entry() != nullptr && !in_module.count(module_.entry()))
       errors_.push_back(Status::Error("the entry computation is not in the module"));
     for (const auto& c : module_.computations()) VerifyComputation(*c, in_module);
+    VerifyEntryLayout();
     std::stable_sort(errors_.begin(), errors_.end(),
                      [](const Status& a, const Status& b) {
                        return a.loc().line < b.loc().line;
@@ -229,6 +230,97 @@ class Verifier {
       return;
     }
     if (instr.has_sharding()) VerifySharding(instr, prefix);
+  }
+
+  // `entry_computation_layout={(params)->result}` must describe the entry's
+  // signature (layouts ignored), as XLA's verifier requires.
+  void VerifyEntryLayout() {
+    const Computation* entry = module_.entry();
+    if (entry == nullptr || entry->root() == nullptr) return;
+    const std::string* text = nullptr;
+    for (const auto& [key, value] : module_.header_attrs())
+      if (key == "entry_computation_layout") text = &value;
+    if (text == nullptr) return;
+    std::string declared = StripLayouts(*text);
+    // Split "(p0,p1,...)->result": find the paren closing the parameter
+    // list, then split it at top-level commas.
+    if (declared.empty() || declared[0] != '(') return;  // not understood
+    int depth = 0;
+    size_t close = std::string::npos;
+    for (size_t i = 0; i < declared.size() && close == std::string::npos; ++i) {
+      char c = declared[i];
+      if (c == '(' || c == '[') ++depth;
+      if ((c == ')' || c == ']') && --depth == 0) close = i;
+    }
+    if (close == std::string::npos || declared.compare(close + 1, 2, "->") != 0)
+      return;
+    const std::string inner = declared.substr(1, close - 1);
+    const std::string result = declared.substr(close + 3);
+    std::vector<std::string> params;
+    std::string current;
+    depth = 0;
+    for (char c : inner) {
+      if (c == '(' || c == '[') ++depth;
+      if (c == ')' || c == ']') --depth;
+      if (depth == 0 && c == ',') {
+        params.push_back(current);
+        current.clear();
+      } else {
+        current += c;
+      }
+    }
+    if (!inner.empty()) params.push_back(current);
+    auto fail = [&](const std::string& what) {
+      errors_.push_back(Status::Error(
+          "entry_computation_layout does not match the entry computation: " + what,
+          entry->loc()));
+    };
+    if (static_cast<int>(params.size()) != entry->parameter_count())
+      return fail(StrCat("it lists ", params.size(), " parameters but the entry has ",
+                         entry->parameter_count()));
+    for (int i = 0; i < entry->parameter_count(); ++i) {
+      if (entry->parameter(i) == nullptr) return;  // reported elsewhere
+      std::string actual = StripLayouts(entry->parameter(i)->shape().ToString(false));
+      if (params[i] != actual)
+        return fail(StrCat("parameter ", i, " is ", params[i],
+                           " in the layout but ", actual, " in the computation"));
+    }
+    std::string actual = StripLayouts(entry->root()->shape().ToString(false));
+    if (result != actual) {
+      auto clip = [](const std::string& x) {
+        return x.size() > 120 ? x.substr(0, 117) + "..." : x;
+      };
+      fail(StrCat("the result is ", clip(result), " in the layout but ", clip(actual),
+                  " in the computation"));
+    }
+  }
+
+  // Removes whitespace, /*...*/ comments, the outer braces and every {...}
+  // layout block, and spells tokens `token`, so signatures compare
+  // layout-free.
+  static std::string StripLayouts(const std::string& in) {
+    std::string s;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in.compare(i, 2, "/*") == 0) {
+        size_t end = in.find("*/", i + 2);
+        if (end == std::string::npos) break;
+        i = end + 1;
+        continue;
+      }
+      if (!std::isspace(static_cast<unsigned char>(in[i]))) s += in[i];
+    }
+    if (s.size() >= 2 && s.front() == '{' && s.back() == '}')
+      s = s.substr(1, s.size() - 2);
+    std::string out;
+    int depth = 0;
+    for (char c : s) {
+      if (c == '{') ++depth;
+      else if (c == '}') depth = std::max(0, depth - 1);
+      else if (depth == 0) out += c;
+    }
+    for (size_t pos; (pos = out.find("token[]")) != std::string::npos;)
+      out.erase(pos + 5, 2);
+    return out;
   }
 
   void VerifySharding(const Instruction& instr, const std::string& prefix) {
