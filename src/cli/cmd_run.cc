@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "runtime/run_module.h"
+#include "spmd/run_spmd.h"
 #include "text/parser.h"
 
 namespace meshsplit::cli {
@@ -16,12 +17,21 @@ struct RunFlags {
   std::string inputs;
   std::string outputs;
   bool print = false;
+  // SPMD (spmd/run_spmd.h): partition to N and run on N virtual devices, or
+  // run an already partitioned module.
+  int64_t num_partitions = 0;
+  bool partitioned = false;
+  bool no_propagate = false;
+  std::string backend = "threads";
 };
 
 int RunCommand(const RunFlags& flags) {
   StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(flags.file);
   if (!module.ok()) return ReportError(module.status());
-  const Module& m = **module;
+  Module& m = **module;
+  const bool spmd = flags.num_partitions > 1 || flags.partitioned;
+  std::unique_ptr<Computation> global_sig;
+  if (spmd && flags.partitioned && m.entry() != nullptr) global_sig = GlobalSignature(m);
   if (m.entry() == nullptr) return ReportError(Status::Error(flags.file + ": module has no entry computation"));
   std::vector<Literal> inputs;
   if (flags.inputs.empty()) {
@@ -30,12 +40,16 @@ int RunCommand(const RunFlags& flags) {
                                        std::to_string(m.entry()->parameter_count()) +
                                        " parameters; pass --inputs DIR"));
   } else {
-    StatusOr<std::vector<Literal>> in = ReadEntryInputs(*m.entry(), flags.inputs);
+    StatusOr<std::vector<Literal>> in =
+        ReadEntryInputs(global_sig ? *global_sig : *m.entry(), flags.inputs);
     if (!in.ok()) return ReportError(in.status());
     inputs = std::move(in).value();
   }
   RunOptions options;
-  StatusOr<Literal> result = RunEntry(m, std::move(inputs), options);
+  SpmdRunRequest spmd_request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
+                              flags.partitioned, !flags.no_propagate, flags.backend};
+  StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
+                                  : RunEntry(m, std::move(inputs), options);
   if (!result.ok()) return ReportError(result.status());
   if (!flags.outputs.empty()) {
     Status s = WriteOutputs(*result, flags.outputs);
@@ -58,6 +72,14 @@ const bool kRegistered = RegisterCommand(
                       "Directory with <parameter name>.npy or param<i>.npy per entry parameter");
       app->add_option("--outputs", flags->outputs, "Directory to write out<i>.npy into");
       app->add_flag("--print", flags->print, "Print each output's values to stdout");
+      app->add_option("--num-partitions", flags->num_partitions,
+                      "Partition to N and run on N virtual devices (full-shape .npy in/out)");
+      app->add_flag("--partitioned", flags->partitioned,
+                    "FILE is already partitioned (header num_partitions); run it on that many "
+                    "devices");
+      app->add_flag("--no-propagate", flags->no_propagate,
+                    "With --num-partitions: skip sharding propagation");
+      app->add_option("--backend", flags->backend, "Collectives backend: threads");
       return [flags]() { return RunCommand(*flags); };
     });
 

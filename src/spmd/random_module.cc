@@ -1,0 +1,474 @@
+// Random module generator. Values carry an `exact` flag: true when every
+// device computes them bit-for-bit like the reference (no float reduction
+// whose summation order the partitioner may change). Ops whose result would
+// flip on a last-bit difference (compare, float -> int convert) only take
+// exact operands, so every generated module has one right answer up to the
+// float tolerance of verify.
+#include "spmd/random_module.h"
+
+#include <algorithm>
+#include <numeric>
+#include <cctype>
+#include <random>
+#include <set>
+#include <sstream>
+
+namespace meshsplit {
+namespace {
+
+// The op kinds. To switch one off because the partitioner mishandles it,
+// set enabled=false and say why (with the failing seed); never weaken the
+// comparison instead.
+const std::vector<RandomOpKind> kKinds = {
+    {"unary", true, ""},        {"binary", true, ""},    {"compare_select", true, ""},
+    {"convert", true, ""},      {"broadcast", true, ""}, {"reshape", true, ""},
+    {"transpose", true, ""},    {"reduce", true, ""},    {"dot", true, ""},
+    {"iota", true, ""},         {"constant", true, ""},  {"slice", true, ""},
+    {"concatenate", true, ""},
+};
+
+struct Value {
+  std::string name;
+  std::string type;  // f32, s32
+  std::vector<int64_t> dims;
+  bool exact = true;
+};
+
+std::string DimsText(const std::vector<int64_t>& dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? "," : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string ShapeText(const Value& v) { return v.type + DimsText(v.dims); }
+
+std::string ListText(const std::vector<int64_t>& xs) {
+  std::string s = "{";
+  for (size_t i = 0; i < xs.size(); ++i) s += (i ? "," : "") + std::to_string(xs[i]);
+  return s + "}";
+}
+
+class Generator {
+ public:
+  Generator(uint64_t seed, const RandomModuleOptions& o) : rng_(seed), o_(o) {}
+
+  RandomCase Run(uint64_t seed) {
+    RandomCase c;
+    c.seed = seed;
+    n_ = Uniform(1, o_.max_devices);
+    c.num_partitions = n_;
+    c.propagate = Coin(0.5);
+    int64_t params = Uniform(1, 2);
+    for (int64_t i = 0; i < params; ++i) NewParam(Coin(0.8) ? "f32" : "s32", RandomDims(1));
+    int64_t ops = Uniform(o_.min_ops, o_.max_ops);
+    std::vector<const RandomOpKind*> enabled;
+    for (const RandomOpKind& k : kKinds)
+      if (k.enabled) enabled.push_back(&k);
+    for (int64_t i = 0; i < ops && !enabled.empty(); ++i) {
+      for (int attempt = 0; attempt < 20; ++attempt) {
+        const RandomOpKind* k = enabled[Uniform(0, enabled.size() - 1)];
+        if (Emit(k->name)) {
+          c.ops.push_back(k->name);
+          break;
+        }
+      }
+    }
+    // Root: every value nothing uses (so no op is dead code), as a tuple
+    // when there are several.
+    std::set<std::string> used;
+    for (const std::string& l : lines_) {
+      size_t eq = l.find(" = ");
+      std::string rhs = l.substr(eq + 3);
+      std::string tok;
+      for (char ch : rhs + " ") {
+        if (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_') {
+          tok += ch;
+        } else {
+          if (!tok.empty()) used.insert(tok);
+          tok.clear();
+        }
+      }
+    }
+    std::vector<const Value*> sinks;
+    for (const Value& v : values_)
+      if (!used.count(v.name) && v.name[0] != 'p') sinks.push_back(&v);
+    if (sinks.empty()) sinks.push_back(&values_.back());
+    std::ostringstream body;
+    for (const std::string& l : lines_) body << "  " << l << "\n";
+    if (sinks.size() > 1) {
+      std::string shapes, names;
+      for (size_t i = 0; i < sinks.size(); ++i) {
+        shapes += (i ? ", " : "") + ShapeText(*sinks[i]);
+        names += (i ? ", " : "") + sinks[i]->name;
+      }
+      body << "  ROOT root = (" << shapes << ") tuple(" << names << ")\n";
+    } else {
+      const Value& last = *sinks[0];
+      body << "  ROOT root = " << ShapeText(last) << " copy(" << last.name << ")";
+      if (Coin(0.5)) body << ", sharding=" << RandomSharding(last.dims.size());
+      body << "\n";
+    }
+    std::ostringstream text;
+    text << "HloModule random_" << seed << ", num_partitions=" << n_ << "\n\n";
+    text << "add_f32 {\n  af.x = f32[] parameter(0)\n  af.y = f32[] parameter(1)\n"
+            "  ROOT af.r = f32[] add(af.x, af.y)\n}\n\n";
+    text << "max_f32 {\n  mf.x = f32[] parameter(0)\n  mf.y = f32[] parameter(1)\n"
+            "  ROOT mf.r = f32[] maximum(mf.x, mf.y)\n}\n\n";
+    text << "add_s32 {\n  as.x = s32[] parameter(0)\n  as.y = s32[] parameter(1)\n"
+            "  ROOT as.r = s32[] add(as.x, as.y)\n}\n\n";
+    text << "ENTRY main {\n" << body.str() << "}\n";
+    c.text = text.str();
+    return c;
+  }
+
+ private:
+  int64_t Uniform(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng_);
+  }
+  bool Coin(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+
+  std::vector<int64_t> RandomDims(int64_t min_rank) {
+    int64_t rank = Uniform(min_rank, o_.max_rank);
+    std::vector<int64_t> dims(rank);
+    for (int64_t& d : dims) d = Uniform(1, o_.max_dim);
+    return dims;
+  }
+
+  std::vector<int64_t> Divisors(int64_t n) {
+    std::vector<int64_t> out;
+    for (int64_t d = 1; d <= n; ++d)
+      if (n % d == 0) out.push_back(d);
+    return out;
+  }
+
+  // A device list text for an array of `dims` holding all n_ devices.
+  std::string DeviceList(const std::vector<int64_t>& dims) {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.5 || n_ == 1) return "<=[" + std::to_string(n_) + "]";
+    if (r < 0.75) {
+      // Transposed iota: n = a * b, iota [a,b] read transposed.
+      std::vector<int64_t> divs = Divisors(n_);
+      if (divs.size() > 2) {
+        int64_t a = divs[Uniform(1, divs.size() - 2)];
+        return "<=[" + std::to_string(a) + "," + std::to_string(n_ / a) + "]T(1,0)";
+      }
+    }
+    std::vector<int64_t> ids(n_);
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    std::string s;
+    for (size_t i = 0; i < ids.size(); ++i) s += (i ? "," : "") + std::to_string(ids[i]);
+    return s;
+  }
+
+  std::string RandomSharding(size_t rank) {
+    double r = std::uniform_real_distribution<double>(0, 1)(rng_);
+    if (r < 0.15 || n_ == 1) return "{replicated}";
+    if (r < 0.2) return "{maximal device=" + std::to_string(Uniform(0, n_ - 1)) + "}";
+    if (rank == 0) return "{replicated}";
+    // Tile counts whose product divides n_; the rest is a replicated subgroup.
+    std::vector<int64_t> tiles(rank, 1);
+    int64_t remaining = n_;
+    std::vector<size_t> order(rank);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng_);
+    for (size_t d : order) {
+      if (!Coin(0.6)) continue;
+      std::vector<int64_t> divs = Divisors(remaining);
+      int64_t t = divs[Uniform(0, divs.size() - 1)];
+      tiles[d] = t;
+      remaining /= t;
+    }
+    int64_t product = n_ / remaining;
+    if (product == 1) return "{replicated}";
+    std::vector<int64_t> dims = tiles;
+    bool partial = remaining > 1;
+    if (partial) dims.push_back(remaining);
+    return "{devices=" + DimsText(dims) + DeviceList(dims) +
+           (partial ? " last_tile_dim_replicate}" : "}");
+  }
+
+  std::string Annotation(size_t rank) {
+    if (!Coin(o_.annotate_probability)) return "";
+    return ", sharding=" + RandomSharding(rank);
+  }
+
+  const Value& Add(Value v, const std::string& rhs, bool annotate = true) {
+    v.name = "v" + std::to_string(next_++);
+    std::string line = v.name + " = " + ShapeText(v) + " " + rhs;
+    if (annotate) line += Annotation(v.dims.size());
+    lines_.push_back(line);
+    values_.push_back(std::move(v));
+    return values_.back();
+  }
+
+  const Value& NewParam(const std::string& type, std::vector<int64_t> dims) {
+    Value v;
+    v.type = type;
+    v.dims = std::move(dims);
+    v.name = "p" + std::to_string(params_);
+    lines_.push_back(v.name + " = " + ShapeText(v) + " parameter(" + std::to_string(params_) +
+                     "), sharding=" + RandomSharding(v.dims.size()));
+    params_++;
+    values_.push_back(std::move(v));
+    return values_.back();
+  }
+
+  // A random existing value satisfying `ok`, biased towards recent ones;
+  // nullptr when none does.
+  template <typename F>
+  const Value* Pick(F ok) {
+    std::vector<size_t> idx;
+    for (size_t i = 0; i < values_.size(); ++i)
+      if (ok(values_[i])) idx.push_back(i);
+    if (idx.empty()) return nullptr;
+    // Half the time one of the three most recent candidates.
+    if (Coin(0.5)) return &values_[idx[idx.size() - 1 - Uniform(0, std::min<int64_t>(2, idx.size() - 1))]];
+    return &values_[idx[Uniform(0, idx.size() - 1)]];
+  }
+
+  std::string Scalar(const std::string& type, const std::string& value) {
+    std::string name = "c" + std::to_string(next_++);
+    lines_.push_back(name + " = " + type + "[] constant(" + value + ")");
+    return name;
+  }
+
+  bool Emit(const std::string& kind) {
+    auto any = [](const Value&) { return true; };
+    if (kind == "unary") {
+      const Value* v = Pick(any);
+      if (!v) return false;
+      Value out = *v;
+      static const char* kF[] = {"negate", "abs", "tanh", "sine", "exponential"};
+      static const char* kI[] = {"negate", "abs"};
+      std::string op = out.type == "f32" ? kF[Uniform(0, 4)] : kI[Uniform(0, 1)];
+      Add(out, op + "(" + v->name + ")");
+      return true;
+    }
+    if (kind == "binary" || kind == "compare_select") {
+      bool cmp = kind == "compare_select";
+      const Value* a = Pick([&](const Value& v) { return !cmp || v.exact; });
+      if (!a) return false;
+      Value av = *a;
+      const Value* b = Pick([&](const Value& v) {
+        return v.type == av.type && v.dims == av.dims && v.name != av.name && (!cmp || v.exact);
+      });
+      Value bv = b ? *b : NewParam(av.type, av.dims);
+      Value out = av;
+      out.exact = av.exact && bv.exact;
+      if (!cmp) {
+        static const char* kOps[] = {"add", "subtract", "multiply", "maximum", "minimum"};
+        Add(out, std::string(kOps[Uniform(0, 4)]) + "(" + av.name + ", " + bv.name + ")");
+        return true;
+      }
+      static const char* kDirs[] = {"LT", "LE", "GT", "GE", "EQ", "NE"};
+      std::string p = "k" + std::to_string(next_++);
+      lines_.push_back(p + " = pred" + DimsText(av.dims) + " compare(" + av.name + ", " +
+                       bv.name + "), direction=" + kDirs[Uniform(0, 5)] +
+                       Annotation(av.dims.size()));
+      Add(out, "select(" + p + ", " + av.name + ", " + bv.name + ")");
+      return true;
+    }
+    if (kind == "convert") {
+      const Value* v = Pick([](const Value& v) { return v.type == "s32" || v.exact; });
+      if (!v) return false;
+      Value out = *v;
+      out.type = v->type == "f32" ? "s32" : "f32";
+      Add(out, "convert(" + v->name + ")");
+      return true;
+    }
+    if (kind == "broadcast") {
+      const Value* v = Pick([&](const Value& v) {
+        return static_cast<int64_t>(v.dims.size()) < o_.max_rank;
+      });
+      if (!v) return false;
+      Value out = *v;
+      int64_t pos = Uniform(0, v->dims.size());
+      out.dims.insert(out.dims.begin() + pos, Uniform(1, o_.max_dim));
+      std::vector<int64_t> map;
+      for (int64_t i = 0; i < static_cast<int64_t>(v->dims.size()); ++i)
+        map.push_back(i < pos ? i : i + 1);
+      Add(out, "broadcast(" + v->name + "), dimensions=" + ListText(map));
+      return true;
+    }
+    if (kind == "reshape") {
+      const Value* v = Pick([](const Value& v) { return !v.dims.empty(); });
+      if (!v) return false;
+      Value out = *v;
+      std::vector<int64_t>& d = out.dims;
+      int choice = static_cast<int>(Uniform(0, 2));
+      if (choice == 0 && d.size() >= 2) {  // merge two adjacent dims
+        size_t i = Uniform(0, d.size() - 2);
+        d[i] *= d[i + 1];
+        d.erase(d.begin() + i + 1);
+      } else if (choice == 1) {  // split a composite dim
+        std::vector<size_t> composite;
+        for (size_t i = 0; i < d.size(); ++i)
+          if (Divisors(d[i]).size() > 2) composite.push_back(i);
+        if (composite.empty() || static_cast<int64_t>(d.size()) >= o_.max_rank) return false;
+        size_t i = composite[Uniform(0, composite.size() - 1)];
+        std::vector<int64_t> divs = Divisors(d[i]);
+        int64_t a = divs[Uniform(1, divs.size() - 2)];
+        int64_t b = d[i] / a;
+        d[i] = a;
+        d.insert(d.begin() + i + 1, b);
+      } else {  // flatten
+        int64_t n = 1;
+        for (int64_t x : d) n *= x;
+        d = {n};
+      }
+      if (d == v->dims) return false;
+      Add(out, "reshape(" + v->name + ")");
+      return true;
+    }
+    if (kind == "transpose") {
+      const Value* v = Pick([](const Value& v) { return v.dims.size() >= 2; });
+      if (!v) return false;
+      std::vector<int64_t> perm(v->dims.size());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::shuffle(perm.begin(), perm.end(), rng_);
+      Value out = *v;
+      for (size_t i = 0; i < perm.size(); ++i) out.dims[i] = v->dims[perm[i]];
+      Add(out, "transpose(" + v->name + "), dimensions=" + ListText(perm));
+      return true;
+    }
+    if (kind == "reduce") {
+      const Value* v = Pick([](const Value& v) { return !v.dims.empty(); });
+      if (!v) return false;
+      Value in = *v;
+      std::vector<int64_t> reduced, kept_dims;
+      for (size_t i = 0; i < in.dims.size(); ++i) {
+        if (Coin(0.5))
+          reduced.push_back(i);
+        else
+          kept_dims.push_back(in.dims[i]);
+      }
+      if (reduced.empty()) {
+        reduced.push_back(in.dims.size() - 1);
+        kept_dims.pop_back();
+      }
+      Value out = in;
+      out.dims = kept_dims;
+      std::string init, comp;
+      if (in.type == "s32") {
+        init = Scalar("s32", "0");
+        comp = "add_s32";
+      } else if (Coin(0.5)) {
+        init = Scalar("f32", "0");
+        comp = "add_f32";
+        out.exact = false;
+      } else {
+        init = Scalar("f32", "-1e+30");
+        comp = "max_f32";
+      }
+      Add(out, "reduce(" + in.name + ", " + init + "), dimensions=" + ListText(reduced) +
+                   ", to_apply=" + comp);
+      return true;
+    }
+    if (kind == "dot") {
+      const Value* v = Pick([](const Value& v) { return v.type == "f32" && !v.dims.empty(); });
+      if (!v) return false;
+      Value lhs = *v;
+      int64_t r = lhs.dims.size();
+      int64_t c = Uniform(0, r - 1);
+      int64_t b = -1;
+      if (r >= 2 && Coin(0.4)) {
+        do b = Uniform(0, r - 1); while (b == c);
+      }
+      bool rhs_free = Coin(0.8);
+      int64_t m = Uniform(1, o_.max_dim);
+      std::vector<int64_t> rdims;
+      if (b >= 0) rdims.push_back(lhs.dims[b]);
+      rdims.push_back(lhs.dims[c]);
+      if (rhs_free) rdims.push_back(m);
+      Value out;
+      out.type = "f32";
+      out.exact = false;
+      if (b >= 0) out.dims.push_back(lhs.dims[b]);
+      for (int64_t i = 0; i < r; ++i)
+        if (i != c && i != b) out.dims.push_back(lhs.dims[i]);
+      if (rhs_free) out.dims.push_back(m);
+      if (static_cast<int64_t>(out.dims.size()) > o_.max_rank) return false;
+      const Value& rhs = NewParam("f32", rdims);
+      std::string dn;
+      if (b >= 0) dn += "lhs_batch_dims={" + std::to_string(b) + "}, rhs_batch_dims={0}, ";
+      dn += "lhs_contracting_dims={" + std::to_string(c) + "}, rhs_contracting_dims={" +
+            std::to_string(b >= 0 ? 1 : 0) + "}";
+      Add(out, "dot(" + lhs.name + ", " + rhs.name + "), " + dn);
+      return true;
+    }
+    if (kind == "iota") {
+      Value out;
+      out.type = Coin(0.5) ? "f32" : "s32";
+      out.dims = RandomDims(1);
+      Add(out, "iota(), iota_dimension=" + std::to_string(Uniform(0, out.dims.size() - 1)));
+      return true;
+    }
+    if (kind == "constant") {
+      Value out;
+      out.type = Coin(0.5) ? "f32" : "s32";
+      out.dims = {Uniform(1, o_.max_dim)};
+      std::string lit = "{";
+      for (int64_t i = 0; i < out.dims[0]; ++i)
+        lit += (i ? ", " : "") + std::to_string(Uniform(-3, 3));
+      Add(out, "constant(" + lit + "})");
+      return true;
+    }
+    if (kind == "slice") {
+      const Value* v = Pick([](const Value& v) {
+        return std::any_of(v.dims.begin(), v.dims.end(), [](int64_t d) { return d >= 2; });
+      });
+      if (!v) return false;
+      Value out = *v;
+      std::vector<size_t> cand;
+      for (size_t i = 0; i < v->dims.size(); ++i)
+        if (v->dims[i] >= 2) cand.push_back(i);
+      size_t d = cand[Uniform(0, cand.size() - 1)];
+      std::string spec = "{";
+      for (size_t i = 0; i < v->dims.size(); ++i) {
+        int64_t start = 0, limit = v->dims[i], stride = 1;
+        if (i == d) {
+          start = Uniform(0, v->dims[i] - 1);
+          limit = Uniform(start + 1, v->dims[i]);
+          stride = Coin(0.25) ? 2 : 1;
+        }
+        out.dims[i] = (limit - start + stride - 1) / stride;
+        spec += (i ? ", " : "") + std::string("[") + std::to_string(start) + ":" +
+                std::to_string(limit) + ":" + std::to_string(stride) + "]";
+      }
+      Add(out, "slice(" + v->name + "), slice=" + spec + "}");
+      return true;
+    }
+    if (kind == "concatenate") {
+      const Value* v = Pick([](const Value& v) { return !v.dims.empty(); });
+      if (!v) return false;
+      Value out = *v;
+      int64_t d = Uniform(0, v->dims.size() - 1);
+      out.dims[d] *= 2;
+      if (out.dims[d] > 2 * o_.max_dim) return false;
+      Add(out, "concatenate(" + v->name + ", " + v->name + "), dimensions={" +
+                   std::to_string(d) + "}");
+      return true;
+    }
+    return false;
+  }
+
+  std::mt19937_64 rng_;
+  RandomModuleOptions o_;
+  int64_t n_ = 1;
+  int64_t next_ = 0;
+  int64_t params_ = 0;
+  std::vector<std::string> lines_;
+  std::vector<Value> values_;
+};
+
+}  // namespace
+
+const std::vector<RandomOpKind>& RandomOpKinds() { return kKinds; }
+
+RandomCase GenerateRandomCase(uint64_t seed, const RandomModuleOptions& options) {
+  Generator g(seed * 0x2545F4914F6CDD1Dull + 12345, options);
+  return g.Run(seed);
+}
+
+}  // namespace meshsplit
