@@ -121,7 +121,10 @@ constexpr int kSmallOps = 20000;
 
 void BM_AllReduce8BytesThreads(benchmark::State& state) {
   const int n = static_cast<int>(state.range(0));
+  const bool sleep_only = state.range(1) != 0;
   ThreadsWorld world(n);
+  // Without spinning or yielding: the futex path alone, for comparison.
+  if (sleep_only) world.set_wait_policy(0, 0);
   for (auto _ : state) {
     double seconds = 0;
     Status s = RunOnThreads(world, [&](int d, Communicator& c) {
@@ -135,7 +138,10 @@ void BM_AllReduce8BytesThreads(benchmark::State& state) {
       return Status::Ok();
     });
     if (!s.ok()) state.SkipWithError(s.message().c_str());
-    Record(state, "allreduce_8B_threads_n" + std::to_string(n), seconds, kSmallOps);
+    Record(state,
+           (sleep_only ? "allreduce_8B_futexonly_n" : "allreduce_8B_threads_n") +
+               std::to_string(n),
+           seconds, kSmallOps);
   }
 }
 
@@ -178,7 +184,7 @@ BENCHMARK(BM_Memcpy16MiB)->UseManualTime()->Iterations(7)->Unit(benchmark::kMill
 BENCHMARK(BM_Memcpy16MiB2Threads)->UseManualTime()->Iterations(7)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_AllReduce16MiB2Devices)->Arg(0)->Arg(1)->UseManualTime()->Iterations(7)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_AllReduce8BytesThreads)->Arg(2)->Arg(8)->UseManualTime()->Iterations(5)
+BENCHMARK(BM_AllReduce8BytesThreads)->Args({2, 0})->Args({8, 0})->Args({2, 1})->Args({8, 1})->UseManualTime()->Iterations(5)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_AllReduce8BytesPthreadBarrier)->Arg(2)->Arg(8)->UseManualTime()->Iterations(5)
     ->Unit(benchmark::kMicrosecond);

@@ -160,6 +160,7 @@ struct ThreadsWorld::Slot {
   void* output = nullptr;
   std::span<const void* const> inputs;  // tuple all-to-all
   std::string error;                    // this device's argument error
+  alignas(64) int64_t spin_budget_ns = 0;  // Rendezvous's adaptive spin time
 };
 
 // One device's endpoint; see the protocol at the top of the file.
@@ -567,17 +568,34 @@ Status ThreadsCommunicator::Barrier() {
 ThreadsWorld::ThreadsWorld(int64_t num_devices)
     : num_devices_(std::max<int64_t>(1, num_devices)),
       slots_(new Slot[std::max<int64_t>(1, num_devices)]) {
-  // With a core per device a waiter's partner is running, so spinning a
-  // while wins; with more devices than cores the partner may need our core,
-  // so yield almost at once.
+  // With a core per device a waiter's partner is usually running, so
+  // spinning a while wins; with more devices than cores the partner may need
+  // our core, so give it up almost at once. Either way a long wait ends in a
+  // futex sleep, which on an overloaded machine (other processes competing
+  // for the cores) is what gets the waiter scheduled again promptly.
   unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  // (A pause is ~40-140 cycles: 2000 rounds are tens of microseconds.)
-  spin_limit_ = num_devices_ <= static_cast<int64_t>(hw) ? 2000 : 20;
-  for (int64_t d = 0; d < num_devices_; ++d)
+  if (num_devices_ <= static_cast<int64_t>(hw)) {
+    spin_microseconds_ = 20;
+    yield_microseconds_ = 100;
+  } else {
+    spin_microseconds_ = 2;
+    yield_microseconds_ = 30;
+  }
+  for (int64_t d = 0; d < num_devices_; ++d) {
     communicators_.push_back(std::make_unique<ThreadsCommunicator>(*this, d));
+    slots_[d].spin_budget_ns = spin_microseconds_ * 1000;
+  }
 }
 
 ThreadsWorld::~ThreadsWorld() = default;
+
+void ThreadsWorld::set_wait_policy(int64_t spin_microseconds,
+                                   int64_t yield_microseconds) {
+  spin_microseconds_ = std::max<int64_t>(0, spin_microseconds);
+  yield_microseconds_ = std::max<int64_t>(0, yield_microseconds);
+  for (int64_t d = 0; d < num_devices_; ++d)
+    slots_[d].spin_budget_ns = spin_microseconds_ * 1000;
+}
 
 Communicator& ThreadsWorld::communicator(int64_t device) {
   MS_CHECK(device >= 0 && device < num_devices_);
@@ -624,28 +642,48 @@ Status ThreadsWorld::Rendezvous(int64_t device) {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) WakeSleepers();
     return Status::Ok();
   }
-  Clock::time_point yield_start;
+  // Adaptive budget: a wait that ended within the full spin time shows the
+  // partners run alongside us, so the budget grows back towards the full
+  // time; a longer wait (a partner descheduled by an overloaded machine, or
+  // busy in a long computation) halves it. Under overload the budget thus
+  // falls to nothing and waiters sleep at once, which is what lets the
+  // scheduler run the partner they wait for; spinning would only delay it.
+  int64_t& budget_ns = slots_[device].spin_budget_ns;
+  const int64_t max_spin_ns = spin_microseconds_ * 1000;
+  const Clock::time_point arrival = Clock::now();
+  const Clock::time_point spin_end = arrival + std::chrono::nanoseconds(budget_ns);
+  const Clock::time_point yield_end =
+      spin_end + std::chrono::nanoseconds(
+                     max_spin_ns > 0 ? budget_ns * yield_microseconds_ * 1000 / max_spin_ns
+                                     : yield_microseconds_ * 1000);
+  auto released = [&](bool within_spin) {
+    if (!within_spin)
+      within_spin = Clock::now() - arrival <= std::chrono::nanoseconds(max_spin_ns);
+    budget_ns = within_spin ? std::min(max_spin_ns, 2 * budget_ns + 1000) : budget_ns / 2;
+    return Status::Ok();
+  };
+  bool spinning = budget_ns > 0;
   for (int64_t i = 0;; ++i) {
-    if (generation_.load(std::memory_order_acquire) != gen) return Status::Ok();
+    if (generation_.load(std::memory_order_acquire) != gen) return released(spinning);
     if (aborted_.load(std::memory_order_acquire)) return AbortedStatus();
     int64_t left = finished_device_.load(std::memory_order_acquire);
     if (left >= 0) {
       // The finished device may have left right after releasing the last
       // rendezvous; only a generation that is still ours is a real hang.
       if (generation_.load(std::memory_order_acquire) != gen)
-        return Status::Ok();
+        return released(false);
       Abort(left, "it returned while device " + std::to_string(device) +
                       " waits in a collective (the devices' collective "
                       "sequences differ)");
       return AbortedStatus();
     }
-    if (i < spin_limit_) {
+    if (spinning) {
       CpuRelax();
+      // Reading the clock costs ~20 ns; every 64 pauses is plenty.
+      if ((i & 63) == 63 && Clock::now() >= spin_end) spinning = false;
       continue;
     }
-    Clock::time_point now = Clock::now();
-    if (i == spin_limit_) yield_start = now;
-    if (now - yield_start < std::chrono::microseconds(yield_microseconds_)) {
+    if (Clock::now() < yield_end) {
       std::this_thread::yield();
       continue;
     }

@@ -44,15 +44,15 @@ class ThreadsWorld {
   // naming it, instead of waiting for a partner that will never come.
   void MarkFinished(int64_t device);
 
-  // How a device waits at a rendezvous: first `spin_iterations` busy-wait
-  // rounds with a CPU pause, then std::this_thread::yield() rounds for up to
-  // `yield_microseconds`, then a futex sleep until the last device arrives.
-  // The default spin count depends on whether the devices outnumber the
+  // How a device waits at a rendezvous: busy-wait with a CPU pause for
+  // `spin_microseconds`, then std::this_thread::yield() for up to
+  // `yield_microseconds` more, then sleep on a futex until the last device
+  // arrives. The defaults depend on whether the devices outnumber the
   // hardware threads. Set before any collective runs.
-  void set_wait_policy(int64_t spin_iterations, int64_t yield_microseconds) {
-    spin_limit_ = spin_iterations;
-    yield_microseconds_ = yield_microseconds;
-  }
+  // Both times are maxima: each device shrinks its spin (and, in proportion,
+  // yield) time while waits keep running past it, and grows it back when
+  // partners arrive within it again (see Rendezvous).
+  void set_wait_policy(int64_t spin_microseconds, int64_t yield_microseconds);
 
  private:
   friend class ThreadsCommunicator;
@@ -69,8 +69,8 @@ class ThreadsWorld {
   void WakeSleepers();
 
   const int64_t num_devices_;
-  int64_t spin_limit_;
-  int64_t yield_microseconds_ = 200;
+  int64_t spin_microseconds_ = 0;
+  int64_t yield_microseconds_ = 0;
   std::vector<std::unique_ptr<Communicator>> communicators_;
   std::unique_ptr<Slot[]> slots_;
 
