@@ -325,6 +325,27 @@ class Verifier {
 
   void VerifySharding(const Instruction& instr, const std::string& prefix) {
     const int64_t partitions = module_.num_partitions();
+    // The tiling must fit the shape: data tile dims = rank, one sharding per
+    // tuple leaf. Device ids are checked below only when the module declares
+    // its partition count (XLA's tests often leave it out).
+    // An outfeed's sharding describes its operands, not its token result.
+    if (instr.opcode() == Opcode::kOutfeed) return;
+    std::vector<int64_t> leaf_ranks;
+    CollectLeafRanks(instr.shape(), leaf_ranks);
+    const int64_t any_devices = int64_t{1} << 62;
+    Status fit = instr.shape().IsTuple()
+                     ? instr.sharding()->ValidateTuple(leaf_ranks, any_devices)
+                     : instr.sharding()->Validate(instr.shape().IsArray()
+                                                      ? instr.shape().rank()
+                                                      : 0,
+                                                  any_devices);
+    if (!fit.ok()) {
+      errors_.push_back(Status::Error(prefix + "sharding does not fit " +
+                                          instr.shape().ToString(false) + ": " +
+                                          fit.message(),
+                                      instr.loc()));
+      return;
+    }
     if (partitions <= 1) return;
     const int64_t devices = partitions * std::max<int64_t>(1, module_.replica_count());
     ShardingDevices d = ScanShardingText(instr.sharding()->ToString());
@@ -344,6 +365,14 @@ class Verifier {
                           " but the module has ", have),
           instr.loc()));
     }
+  }
+
+  static void CollectLeafRanks(const Shape& shape, std::vector<int64_t>& out) {
+    if (shape.IsTuple()) {
+      for (const Shape& e : shape.tuple_shapes()) CollectLeafRanks(e, out);
+      return;
+    }
+    out.push_back(shape.IsArray() ? shape.rank() : 0);
   }
 
   const Module& module_;
