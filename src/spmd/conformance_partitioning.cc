@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -47,6 +49,42 @@ std::string DeviceDependentOp(const Module& m) {
   return "";
 }
 
+// Values over this size make a case too large to run on this machine.
+constexpr int64_t kMaxValueBytes = int64_t{512} << 20;
+
+std::string OversizedValue(const Module& m, int64_t limit) {
+  for (const auto& c : m.computations())
+    for (const auto& i : c->instructions())
+      if (i->shape().IsArray() && i->shape().ByteSize() > limit)
+        return "%" + i->name() + " (" + i->shape().ToString(false) + ") needs " +
+               std::to_string(i->shape().ByteSize() >> 20) + " MiB, over the " +
+               std::to_string(limit >> 20) + " MiB limit";
+  return "";
+}
+
+bool Unsplittable(const Sharding& s) {
+  if (s.IsTuple()) {
+    for (const Sharding& e : s.tuple_elements())
+      if (Unsplittable(e)) return true;
+    return false;
+  }
+  return s.IsManual() || s.IsUnreduced() || s.IsUnknown() ||
+         (s.IsTiled() && (s.HasManualSubgroup() ||
+                          s.SubgroupSize(SubgroupType::kUnreduced) > 1));
+}
+
+// An entry parameter or root whose sharding the executor cannot split or
+// assemble, described; "" if none.
+std::string UnsplittableEntryValue(const Module& m) {
+  const Computation* e = m.entry();
+  std::vector<const Instruction*> values(e->parameters().begin(), e->parameters().end());
+  values.push_back(e->root());
+  for (const Instruction* v : values)
+    if (v != nullptr && v->has_sharding() && Unsplittable(*v->sharding()))
+      return "%" + v->name() + " has sharding " + v->sharding()->ToString(false);
+  return "";
+}
+
 std::string Outcome(CaseOutcome o) {
   return o == CaseOutcome::kPassed ? "pass" : o == CaseOutcome::kSkipped ? "skip" : "fail";
 }
@@ -65,6 +103,23 @@ std::string OneLine(std::string s, size_t max_chars = 600) {
   return s;
 }
 
+// Wall-clock backstop, as a multiple of the CPU-time limit.
+constexpr double kWallFactor = 4;
+
+std::string ErrPath(pid_t pid) {
+  return (fs::temp_directory_path() / ("meshsplit_conformance_" + std::to_string(pid) + ".err"))
+      .string();
+}
+
+std::string TailOfFile(const std::string& path, size_t max_chars) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (s.size() > max_chars) s = s.substr(s.size() - max_chars);
+  return Trim(s);
+}
+
 // Runs `c` in a forked child; the result travels back through a pipe as
 // "pass|fail|skip\tdetail".
 PartitioningCaseResult RunIsolated(const PartitioningCase& c,
@@ -79,6 +134,13 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
   }
   if (pid == 0) {
     close(fds[0]);
+    // The time limit is CPU time (all threads), so a loaded machine does not
+    // turn slow cases into timeouts; the wall-clock limit below is a backstop.
+    rlimit cpu{static_cast<rlim_t>(options.timeout_seconds),
+               static_cast<rlim_t>(options.timeout_seconds) + 1};
+    setrlimit(RLIMIT_CPU, &cpu);
+    FILE* err = std::fopen(ErrPath(getpid()).c_str(), "w");
+    if (err != nullptr) dup2(fileno(err), 2);
     if (options.child_memory_bytes > 0) {
       rlimit lim{static_cast<rlim_t>(options.child_memory_bytes),
                  static_cast<rlim_t>(options.child_memory_bytes)};
@@ -112,7 +174,7 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
     if (w == pid) break;
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > options.timeout_seconds) {
+    if (elapsed > options.timeout_seconds * kWallFactor) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       timed_out = true;
@@ -126,15 +188,22 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
     data.append(buf, static_cast<size_t>(n));
   }
   close(fds[0]);
+  std::string child_err = TailOfFile(ErrPath(pid), 400);
+  std::remove(ErrPath(pid).c_str());
   if (timed_out) {
     std::ostringstream os;
-    os << "timeout (over " << options.timeout_seconds << " s)";
+    os << "timeout (over " << options.timeout_seconds * kWallFactor << " s wall clock)";
+    return Make(c, CaseOutcome::kFailed, os.str());
+  }
+  if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) {
+    std::ostringstream os;
+    os << "timeout (over " << options.timeout_seconds << " s CPU time)";
     return Make(c, CaseOutcome::kFailed, os.str());
   }
   if (WIFSIGNALED(status))
     return Make(c, CaseOutcome::kFailed,
                 "crashed with signal " + std::to_string(WTERMSIG(status)) + " (" +
-                    strsignal(WTERMSIG(status)) + ")");
+                    strsignal(WTERMSIG(status)) + "): " + OneLine(child_err));
   size_t tab = data.find('\t');
   if (tab == std::string::npos)
     return Make(c, CaseOutcome::kFailed, "child exited without a result");
@@ -217,6 +286,8 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   if (!module.ok())
     return finish(Make(c, CaseOutcome::kFailed, "parse: " + module.status().ToString()));
   Module& mod = **module;
+  if (std::string big = OversizedValue(mod, kMaxValueBytes); !big.empty())
+    return finish(Make(c, CaseOutcome::kSkipped, "too large to run: " + big));
   if (!c.expect_error.empty()) {
     std::string stage;
     StatusOr<std::unique_ptr<Module>> p =
@@ -226,16 +297,34 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     return finish(Make(c, CaseOutcome::kFailed,
                        "partitioned without error; XLA rejects it: " + c.expect_error));
   }
+  // Partition first, so partitioner errors and crashes count even for
+  // modules we then cannot execute.
+  std::string stage;
+  StatusOr<std::unique_ptr<Module>> partitioned =
+      PropagateAndPartition(mod, c.num_partitions, c.propagate, /*strict=*/false, &stage);
+  if (!partitioned.ok())
+    return finish(Make(c, CaseOutcome::kFailed, stage + ": " + partitioned.status().ToString()));
   std::string dev_op = DeviceDependentOp(mod);
   if (!dev_op.empty())
     return finish(Make(c, CaseOutcome::kSkipped,
-                       "the original uses " + dev_op +
+                       "partitioned OK, not run: the original uses " + dev_op +
                            ", so it has no single-device reference value"));
+  std::string unsplittable = UnsplittableEntryValue(mod);
+  if (!unsplittable.empty())
+    return finish(Make(c, CaseOutcome::kSkipped,
+                       "partitioned OK, not run: " + unsplittable +
+                           " (the executor cannot split or assemble manual/unreduced values)"));
   VerifyOptions options;
   options.num_partitions = c.num_partitions;
   options.seed = seed;
   options.propagate = c.propagate;
-  VerifyResult r = VerifyModule(mod, options);
+  VerifyResult r;
+  try {
+    r = VerifyPartitioned(mod, **partitioned, options);
+  } catch (const std::bad_alloc&) {
+    r.status = "too-large";
+    r.message = "out of memory";
+  }
   if (r.ok()) return finish(Make(c, CaseOutcome::kPassed, ""));
   if (r.status == "too-large")
     return finish(Make(c, CaseOutcome::kSkipped, "too large to run: " + r.message));

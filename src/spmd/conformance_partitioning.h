@@ -43,7 +43,7 @@ struct PartitioningCaseResult {
 
 struct PartitioningConformanceOptions {
   // Wall-clock limit per case; a case that exceeds it fails with "timeout".
-  double timeout_seconds = 20;
+  double timeout_seconds = 20;  // CPU seconds; wall clock gets 4x
   uint64_t seed = 0;
   // Run each case in a forked child (time limit, crash isolation). Without
   // it cases run in-process and the time limit is not enforced.

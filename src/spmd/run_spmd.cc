@@ -2,6 +2,7 @@
 #include "spmd/run_spmd.h"
 
 #include "ir/computation.h"
+#include "ir/verifier.h"
 #include "spmd/executor.h"
 #include "spmd/verify.h"
 
@@ -51,6 +52,7 @@ StatusOr<Literal> RunModuleOnDevices(Module& module, std::vector<Literal> full_i
       return Status::Error("the module header says num_partitions=" +
                            std::to_string(module.num_partitions()) + " but " +
                            std::to_string(request.num_partitions) + " were requested");
+    MS_RETURN_IF_ERROR(meshsplit::VerifyModule(static_cast<const Module&>(module)));
     return RunSpmd(module, full_inputs, GlobalResultShape(module), request.num_partitions);
   }
   Shape result_shape = module.entry()->root()->shape();

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "ir/computation.h"
+#include "ir/verifier.h"
 #include "runtime/interpreter.h"
 #include "spmd/executor.h"
 
@@ -380,6 +381,12 @@ StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t 
   o.warn_on_fallback = false;
   StatusOr<std::unique_ptr<Module>> out = PartitionModule(module, o);
   if (!out.ok()) return fail("partition", out.status());
+  // Running an ill-typed program could corrupt memory (kernels trust the
+  // declared shapes), so the partitioner's output must pass the verifier.
+  Status valid = meshsplit::VerifyModule(**out);
+  if (!valid.ok())
+    return fail("partition", Status::Error("the partitioned module is ill-formed: " +
+                                               valid.ToString()));
   return out;
 #else
   return fail("partition", Status::Error("the SPMD partitioner is not part of this build"));
