@@ -16,6 +16,14 @@ Literal::Literal(const Shape& shape) : shape_(shape) {
   }
 }
 
+Literal Literal::Uninitialized(const Shape& shape) {
+  MS_CHECK(shape.IsArray());
+  Literal l;
+  l.shape_ = shape;
+  l.bytes_.resize(static_cast<size_t>(shape.ElementCount() * ByteWidth(shape.element_type())));
+  return l;
+}
+
 Literal Literal::MakeTuple(std::vector<Literal> elements) {
   std::vector<Shape> shapes;
   for (const Literal& e : elements) shapes.push_back(e.shape());

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/shape.h"
@@ -14,11 +16,34 @@
 
 namespace meshsplit {
 
+// Allocator that leaves bytes uninitialised on resize (used only by
+// Literal::Uninitialized; every other path still zero-fills explicitly).
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInitAllocator<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+
 class Literal {
  public:
   Literal() = default;
   // Zero-initialised value of `shape` (tuples get zeroed elements).
   explicit Literal(const Shape& shape);
+  // An array value of `shape` whose bytes are left uninitialised, for kernels
+  // that overwrite every element (saves a full pass over large outputs).
+  // REQUIRES: shape.IsArray().
+  static Literal Uninitialized(const Shape& shape);
 
   const Shape& shape() const { return shape_; }
   PrimitiveType element_type() const { return shape_.element_type(); }
@@ -60,7 +85,7 @@ class Literal {
 
  private:
   Shape shape_;
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bytes_;
   std::vector<Literal> elements_;
 };
 

@@ -213,7 +213,8 @@ Literal KernelArgs::TakeOrAllocate(int i) const {
     Literal out = std::move(*ops[i]);
     return out;
   }
-  return Literal(instr.shape());
+  // Callers overwrite every element, so skip zero-filling.
+  return Literal::Uninitialized(instr.shape());
 }
 
 const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
@@ -335,7 +336,7 @@ Literal WidenToF32(const Literal& lit) {
   Shape s = lit.shape();
   s.set_element_type(PrimitiveType::F32);
   s.set_layout(std::nullopt);
-  Literal out(s);
+  Literal out = Literal::Uninitialized(s);
   const uint16_t* in = lit.data<uint16_t>();
   float* o = out.data<float>();
   int64_t n = lit.element_count();
@@ -350,7 +351,7 @@ Literal WidenToF32(const Literal& lit) {
 Literal NarrowFromF32(const Literal& f32, PrimitiveType to) {
   Shape s = f32.shape();
   s.set_element_type(to);
-  Literal out(s);
+  Literal out = Literal::Uninitialized(s);
   const float* in = f32.data<float>();
   uint16_t* o = out.data<uint16_t>();
   int64_t n = f32.element_count();
@@ -426,6 +427,25 @@ StatusOr<Literal> Evaluate(const Computation& computation, std::vector<Literal> 
   }
   interp::Interpreter interpreter(ctx);
   return interpreter.Run(computation, std::move(args));
+}
+
+StatusOr<Literal> EvaluateBorrowed(const Computation& computation,
+                                   const std::vector<const Literal*>& args, const EvalContext& ctx) {
+  if (args.size() != static_cast<size_t>(computation.parameter_count()))
+    return Status::Error("computation " + computation.name() + " takes " +
+                         std::to_string(computation.parameter_count()) + " arguments, got " +
+                         std::to_string(args.size()));
+  if (args.empty()) return Evaluate(computation, {}, ctx);
+  for (int i = 0; i < computation.parameter_count(); ++i) {
+    const Instruction* p = computation.parameter(i);
+    if (p != nullptr && !args[i]->shape().Compatible(p->shape()))
+      return Status::Error("parameter " + std::to_string(i) + " (%" + p->name() + ") is " +
+                               p->shape().ToString(false) + " but the argument is " +
+                               args[i]->shape().ToString(false),
+                           p->loc());
+  }
+  interp::Interpreter interpreter(ctx);
+  return interpreter.Run(computation, {}, args);
 }
 
 StatusOr<Literal> EvaluateModule(const Module& module, std::vector<Literal> args,

@@ -44,6 +44,12 @@ struct EvalContext {
 StatusOr<Literal> Evaluate(const Computation& computation, std::vector<Literal> args,
                            const EvalContext& ctx = {});
 
+// Like Evaluate, but borrows the arguments: they are read, never moved or
+// modified (so the interpreter cannot reuse their buffers).
+StatusOr<Literal> EvaluateBorrowed(const Computation& computation,
+                                   const std::vector<const Literal*>& args,
+                                   const EvalContext& ctx = {});
+
 // Evaluates the module's entry computation.
 StatusOr<Literal> EvaluateModule(const Module& module, std::vector<Literal> args,
                                  const EvalContext& ctx = {});

@@ -47,7 +47,8 @@ StatusOr<Literal> AllocateLike(const KernelArgs& k, const Literal& operand) {
     return InstrError(k.instr, "result " + k.shape().ToString(false) +
                                    " does not match the operand type " +
                                    operand.shape().ToString(false));
-  return Literal(k.shape());
+  // Every kernel using this writes all elements.
+  return Literal::Uninitialized(k.shape());
 }
 
 }  // namespace
@@ -145,7 +146,7 @@ StatusOr<Literal> EvalReshape(KernelArgs& k) {
       ByteWidth(in.element_type()) != ByteWidth(k.shape().element_type()))
     return InstrError(k.instr, "cannot reshape " + in.shape().ToString(false) + " to " +
                                    k.shape().ToString(false));
-  Literal out(k.shape());
+  Literal out = Literal::Uninitialized(k.shape());
   if (in.size_bytes() > 0) std::memcpy(out.raw(), in.raw(), in.size_bytes());
   return out;
 }

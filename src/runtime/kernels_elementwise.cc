@@ -411,7 +411,7 @@ StatusOr<Literal> EvalCompare(KernelArgs& k) {
     return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
                                  k.op(1).shape().ToString(false) + " differ");
   int64_t n = k.op(0).element_count();
-  Literal out(k.shape());
+  Literal out = Literal::Uninitialized(k.shape());
   uint8_t* o = out.data<uint8_t>();
   bool total = instr.attrs().comparison_type == "TOTALORDER";
   if (Is16BitFloat(t)) {
@@ -476,7 +476,7 @@ StatusOr<Literal> EvalClamp(KernelArgs& k) {
     lo = &lo32, x = &x32, hi = &hi32;
   }
   Shape s = x->shape();
-  Literal out(s);
+  Literal out = Literal::Uninitialized(s);
   int64_t lo_step = lo->element_count() == n ? 1 : 0;
   int64_t hi_step = hi->element_count() == n ? 1 : 0;
   DispatchCompute(x->element_type(), [&]<typename T>() {
@@ -503,7 +503,7 @@ Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
   if (Is16BitFloat(to)) {
     if (from == PrimitiveType::F64) {
       // Round once, straight from f64, so no double rounding through f32.
-      Literal out(s);
+      Literal out = Literal::Uninitialized(s);
       const double* p = in.data<double>();
       uint16_t* o = out.data<uint16_t>();
       for (int64_t i = 0; i < n; ++i) {
@@ -525,7 +525,7 @@ Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
     }
     return NarrowFromF32(ConvertLiteral(in, PrimitiveType::F32), to);
   }
-  Literal out(s);
+  Literal out = Literal::Uninitialized(s);
   DispatchCompute(from, [&]<typename From>() { ConvertFrom<From>(in.data<From>(), out, n); });
   return out;
 }
