@@ -234,8 +234,17 @@ bool Propagator::InferFromUsers(Instruction* instr, int aggr) {
   if (aggr < 2 && instr->opcode() == Opcode::kBroadcast) return false;
   if (Has(instr) && Get(instr).IsManual()) return false;
   if (!Has(instr) || Get(instr).IsTileMaximal()) {
+    // Only a user whose sharding has a manual leaf can hand out a manual one.
+    auto has_manual = [](const PSharding& s) {
+      if (!s.IsTuple()) return s.IsManualLeaf();
+      for (const PSharding& e : s.tuple_elements())
+        if (e.IsManualLeaf()) return true;
+      return false;
+    };
     for (const Instruction* user : instr->users()) {
-      if (!Has(user) || IsCustomCallTarget(user, "SPMDFullToShardShape")) continue;
+      if (!Has(user) || !has_manual(Get(user)) ||
+          IsCustomCallTarget(user, "SPMDFullToShardShape"))
+        continue;
       SetContext("backward: manual from user", {user}, aggr);
       if (instr->shape().IsArray() && Get(user).IsManual()) {
         Set(instr, PSharding::Manual());

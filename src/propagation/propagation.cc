@@ -31,10 +31,27 @@ namespace {
 // operand first, then control predecessors.
 std::vector<Instruction*> PostOrder(const Computation* c) {
   std::vector<Instruction*> order;
-  std::unordered_set<const Instruction*> visited;
+  order.reserve(c->instructions().size());
+  // Visited marks by position in the computation's list.
+  PtrIndex pos;
+  pos.Reserve(c->instructions().size());
+  for (size_t k = 0; k < c->instructions().size(); ++k)
+    pos.Put(c->instructions()[k].get(), (int)k);
+  std::vector<char> seen(c->instructions().size(), 0);
+  struct Visited {
+    PtrIndex& pos;
+    std::vector<char>& seen;
+    // Returns true if newly inserted (like unordered_set::insert().second).
+    bool insert(const Instruction* i) {
+      int k = pos.Find(i);
+      if (k < 0 || seen[k]) return false;
+      seen[k] = 1;
+      return true;
+    }
+  } visited{pos, seen};
   std::vector<std::pair<Instruction*, size_t>> stack;
   auto visit_from = [&](Instruction* start) {
-    if (!visited.insert(start).second) return;
+    if (!visited.insert(start)) return;
     stack.push_back({start, 0});
     while (!stack.empty()) {
       auto& [node, next] = stack.back();
@@ -44,7 +61,7 @@ std::vector<Instruction*> PostOrder(const Computation* c) {
         Instruction* dep = next < n_ops ? node->operands()[next]
                                         : node->control_predecessors()[next - n_ops];
         ++next;
-        if (dep->parent() == c && visited.insert(dep).second)
+        if (dep->parent() == c && visited.insert(dep))
           stack.push_back({dep, 0});
         continue;
       }
@@ -97,17 +114,17 @@ bool EvenlyPartitions(const Shape& shape, const PSharding& s) {
 // --- state ---------------------------------------------------------------------
 
 bool Propagator::Has(const Instruction* i) const {
-  auto it = id_.find(i);
-  return it != id_.end() && sharding_[it->second].has_value();
+  const int id = id_.Find(i);
+  return id >= 0 && sharding_[id].has_value();
 }
 
 const PSharding& Propagator::Get(const Instruction* i) const {
-  return *sharding_[id_.at(i)];
+  return *sharding_[Id(i)];
 }
 
 void Propagator::Set(const Instruction* i, PSharding s) {
   s = NormalizeToShape(s, i->shape());
-  int id = id_.at(i);
+  int id = Id(i);
   if (recording_ && report_ != nullptr) {
     ShardingProvenance p;
     p.how = ctx_how_;
@@ -120,10 +137,10 @@ void Propagator::Set(const Instruction* i, PSharding s) {
   sharding_[id] = std::move(s);
 }
 
-void Propagator::Clear(const Instruction* i) { sharding_[id_.at(i)].reset(); }
+void Propagator::Clear(const Instruction* i) { sharding_[Id(i)].reset(); }
 
 const OpShardingRule& Propagator::Rule(const Instruction* i) {
-  int id = id_.at(i);
+  int id = Id(i);
   if (!rules_[id]) {
     if (as_copy_.count(i)) {
       OpShardingRule r;
@@ -185,10 +202,14 @@ bool Propagator::MaybeImproveSub(const Instruction* i, PSharding s, int64_t inde
 // --- driver --------------------------------------------------------------------
 
 Status Propagator::Init() {
+  size_t total = 0;
+  for (const auto& c : module_.computations()) total += c->instructions().size();
+  id_.Reserve(total + 16);
+  instrs_.reserve(total + 1);
   for (const auto& c : module_.computations()) {
     computations_.push_back(c.get());
     for (const auto& instr : c->instructions()) {
-      id_[instr.get()] = (int)instrs_.size();
+      id_.Put(instr.get(), (int)instrs_.size());
       instrs_.push_back(instr.get());
       std::optional<PSharding> s;
       if (instr->has_sharding()) {
@@ -256,7 +277,7 @@ Status Propagator::ProcessShardingInstructions() {
               .push_back(instr);
           PSharding clean = s;
           clean.ClearShardGroup();
-          sharding_[id_[instr]] = clean;
+          sharding_[Id(instr)] = clean;
         }
       }
       if (is_annotation) {
@@ -362,7 +383,7 @@ void Propagator::CollectProvided() {
           Opcode::kCopy, module_.UniqueInstructionName("copy"), root->shape());
       copy->AppendOperand(root);
       Instruction* c = entry->AddInstruction(std::move(copy));
-      id_[c] = (int)instrs_.size();
+      id_.Put(c, (int)instrs_.size());
       instrs_.push_back(c);
       sharding_.push_back(std::nullopt);
       original_.push_back(std::nullopt);
@@ -391,9 +412,9 @@ void Propagator::CollectProvided() {
       PSharding t = s;
       for (auto& e : t.mutable_tuple_elements())
         if (e.IsUnknown()) e = PSharding::Replicate(), any = true;
-      if (any) sharding_[id_[instr]] = t;
+      if (any) sharding_[Id(instr)] = t;
     } else if (s.IsUnknown()) {
-      sharding_[id_[instr]] = PSharding::Replicate();
+      sharding_[Id(instr)] = PSharding::Replicate();
     }
   }
 }
@@ -433,9 +454,9 @@ bool Propagator::RunToFixPoint(int aggr) {
   struct Cache {
     const Propagator* p;
     std::vector<char> bits;
-    bool count(const Instruction* i) const { return bits[p->id_.at(i)]; }
-    void insert(const Instruction* i) { bits[p->id_.at(i)] = 1; }
-    void erase(const Instruction* i) { bits[p->id_.at(i)] = 0; }
+    bool count(const Instruction* i) const { return bits[p->Id(i)]; }
+    void insert(const Instruction* i) { bits[p->Id(i)] = 1; }
+    void erase(const Instruction* i) { bits[p->Id(i)] = 0; }
   };
   Cache from_group{this, std::vector<char>(instrs_.size(), 0)};
   Cache from_operands = from_group, from_users = from_group;
@@ -615,7 +636,7 @@ void Propagator::PostProcessCsePrevention() {
   if (!options_.cse_prevention_only) return;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr) || !Has(instr)) continue;
-    const int id = id_[instr];
+    const int id = Id(instr);
     const bool target = instr->opcode() == Opcode::kBroadcast &&
                         instr->operand(0)->shape().IsArray() &&
                         instr->operand(0)->shape().rank() == 0;
@@ -715,9 +736,11 @@ void Propagator::RestoreAndCheckEntryShardings() {
 }
 
 Status Propagator::WriteBack() {
+  // Most values share a handful of shardings: convert each text once.
+  std::unordered_map<std::string, Sharding> converted;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
-    const int id = id_[instr];
+    const int id = Id(instr);
     const auto& now = sharding_[id];
     const auto& before = original_[id];
     if (!now) {
@@ -730,12 +753,16 @@ Status Propagator::WriteBack() {
       text.pop_back();
       text += " metadata={op_name=\"_sharding_propagation_cse_prevention\"}}";
     }
-    auto parsed = Sharding::Parse(text);
-    if (!parsed.ok())
-      return Status::Error("internal: propagation produced an unreadable sharding " +
-                           text + " for '" + instr->name() + "': " +
-                           parsed.status().message());
-    instr->set_sharding(std::move(*parsed));
+    auto it = converted.find(text);
+    if (it == converted.end()) {
+      auto parsed = Sharding::Parse(text);
+      if (!parsed.ok())
+        return Status::Error("internal: propagation produced an unreadable sharding " +
+                             text + " for '" + instr->name() + "': " +
+                             parsed.status().message());
+      it = converted.emplace(text, std::move(*parsed)).first;
+    }
+    instr->set_sharding(it->second);
   }
   return Status::Ok();
 }
@@ -786,7 +813,7 @@ StatusOr<bool> Propagator::Run() {
   bool changed = structure_changed_;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
-    const int id = id_[instr];
+    const int id = Id(instr);
     if (sharding_[id].has_value() != original_[id].has_value() ||
         (sharding_[id] && *sharding_[id] != *original_[id]))
       changed = true;

@@ -16,8 +16,57 @@
 #include "propagation/propagation.h"
 #include "propagation/psharding.h"
 #include "propagation/sharding_ops.h"
+#include "support/check.h"
 
 namespace meshsplit::propagation {
+
+// Instruction -> dense id, open addressing (the hottest lookup of the pass).
+class PtrIndex {
+ public:
+  void Reserve(size_t n) {
+    size_t cap = 16;
+    while (cap < 2 * n) cap <<= 1;
+    keys_.assign(cap, nullptr);
+    vals_.assign(cap, -1);
+    size_ = 0;
+  }
+  void Put(const void* k, int v) {
+    if (keys_.empty() || 2 * (size_ + 1) > keys_.size()) Grow();
+    size_t h = Hash(k) & (keys_.size() - 1);
+    while (keys_[h] != nullptr && keys_[h] != k) h = (h + 1) & (keys_.size() - 1);
+    if (keys_[h] == nullptr) ++size_;
+    keys_[h] = k;
+    vals_[h] = v;
+  }
+  int Find(const void* k) const {
+    if (keys_.empty()) return -1;
+    size_t h = Hash(k) & (keys_.size() - 1);
+    while (keys_[h] != nullptr) {
+      if (keys_[h] == k) return vals_[h];
+      h = (h + 1) & (keys_.size() - 1);
+    }
+    return -1;
+  }
+
+ private:
+  static size_t Hash(const void* p) {
+    uint64_t x = reinterpret_cast<uintptr_t>(p);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    return static_cast<size_t>(x);
+  }
+  void Grow() {
+    std::vector<const void*> keys = std::move(keys_);
+    std::vector<int> vals = std::move(vals_);
+    Reserve(std::max<size_t>(16, keys.size()));
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (keys[i] != nullptr) Put(keys[i], vals[i]);
+  }
+  std::vector<const void*> keys_;
+  std::vector<int> vals_;
+  size_t size_ = 0;
+};
 
 class Propagator {
  public:
@@ -125,7 +174,12 @@ class Propagator {
   const PropagationOptions& options_;
   PropagationReport* report_;
 
-  std::unordered_map<const Instruction*, int> id_;
+  PtrIndex id_;
+  int Id(const Instruction* i) const {
+    int id = id_.Find(i);
+    MS_CHECK(id >= 0);
+    return id;
+  }
   std::vector<Instruction*> instrs_;
   std::vector<std::optional<PSharding>> sharding_;
   std::vector<std::optional<PSharding>> original_;
