@@ -783,7 +783,14 @@ StatusOr<Shape> Inferrer::Collective() {
   MS_RETURN_IF_ERROR(CountAtLeast(1));
   std::optional<int64_t> group_size;
   if (a_.replica_groups.has_value()) {
-    MS_ASSIGN_OR_RETURN(group_size, ReplicaGroupSize(*a_.replica_groups));
+    // Like XLA, only ops whose shapes depend on the group size need groups
+    // of one size; all-reduce may mix sizes.
+    if (opc == Opcode::kAllReduce || opc == Opcode::kCollectivePermute) {
+      MS_RETURN_IF_ERROR(
+          shape_inference_internal::CheckReplicaGroupIds(*a_.replica_groups));
+    } else {
+      MS_ASSIGN_OR_RETURN(group_size, ReplicaGroupSize(*a_.replica_groups));
+    }
   }
   if (opc == Opcode::kCollectivePermute) {
     std::set<int64_t> sources, targets;

@@ -385,6 +385,20 @@ StatusOr<std::vector<int64_t>> InferReducedDims(
   return dims;
 }
 
+namespace shape_inference_internal {
+Status CheckReplicaGroupIds(const ReplicaGroups& g) {
+  if (g.is_iota) return ReplicaGroupSize(g).status();
+  std::set<int64_t> seen;
+  for (const auto& group : g.groups)
+    for (int64_t id : group) {
+      if (id < 0) return Err("replica groups contain negative id ", id);
+      if (!seen.insert(id).second)
+        return Err("replica groups contain id ", id, " more than once");
+    }
+  return Status::Ok();
+}
+}  // namespace shape_inference_internal
+
 StatusOr<std::optional<int64_t>> ReplicaGroupSize(const ReplicaGroups& g) {
   if (g.is_iota) {
     if (g.group_dims.size() != 2)

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/attributes.h"
 #include "ir/shape.h"
 #include "support/status.h"
 
@@ -38,5 +39,9 @@ inline std::string Dims(const std::vector<int64_t>& d) {
 // unique and, if `sorted`, increasing.
 Status CheckDims(const char* what, const std::vector<int64_t>& dims,
                  int64_t rank, bool sorted);
+
+// Replica ids are non-negative and unique (groups may differ in size, as
+// all-reduce allows); iota groups must cover their iota.
+Status CheckReplicaGroupIds(const ReplicaGroups& groups);
 
 }  // namespace meshsplit::shape_inference_internal

@@ -173,6 +173,14 @@ TEST(ShapeInferenceTest, CollectivesUseGroupSize) {
             "u32[]");
 }
 
+TEST(ShapeInferenceTest, AllReduceMayHaveGroupsOfDifferentSizes) {
+  EXPECT_EQ(InferRoot(R"(
+  a = f32[8] parameter(0)
+  ROOT ar = f32[8] all-reduce(a), replica_groups={{0,1,2},{3}}, to_apply=add, channel_id=1, use_global_device_ids=true)",
+                      kAdd, "HloModule m, num_partitions=4"),
+            "f32[8]");
+}
+
 TEST(ShapeInferenceTest, BitcastConvertChangesMinorDimension) {
   EXPECT_EQ(InferRoot(R"(
   a = f32[4] parameter(0)
