@@ -46,6 +46,13 @@ void Explain(const Module& m, const PropagationReport& report,
   if (!instr->has_sharding()) {
     auto rule = propagation::GetOpShardingRule(*instr);
     os << name << " has no sharding.\n";
+    const Computation* entry = m.entry();
+    if (instr->opcode() == Opcode::kParameter && instr->parent() == entry)
+      os << "  it is an entry parameter: their shardings change only with "
+            "--propagate-to-parameters\n";
+    if (instr == entry->root())
+      os << "  it is the entry result: its sharding changes only with "
+            "--propagate-to-output\n";
     if (rule.kind == propagation::RuleKind::kNoRule)
       os << "  its op (" << OpcodeName(instr->opcode())
          << ") has no sharding rule: " << rule.name << "\n";
