@@ -3,7 +3,12 @@
 // `// num_partitions=`, `// pipeline:`, `// expect_error:`, `// opaque_ops:`),
 // partitions the module and verifies it numerically against the original
 // (spmd/verify.h). Each case runs in a forked child with a time limit, so a
-// hang or crash fails that case only.
+// hang or crash fails that case only. Cases are partitioned first (errors and
+// crashes there always count as failures); then cases the executor cannot
+// judge are skipped with the reason: opaque ops, element types the
+// interpreter refuses (f8, c64), originals with collectives / partition-id
+// (no single-device meaning), manual or unreduced entry values, values over
+// 512 MiB.
 #pragma once
 
 #include <cstdint>
@@ -42,8 +47,10 @@ struct PartitioningCaseResult {
 };
 
 struct PartitioningConformanceOptions {
-  // Wall-clock limit per case; a case that exceeds it fails with "timeout".
-  double timeout_seconds = 20;  // CPU seconds; wall clock gets 4x
+  // Time limit per case in CPU seconds (all threads of the case), so that a
+  // loaded machine does not turn slow cases into timeouts; the wall clock
+  // gets 4x as a backstop. A case over either fails with "timeout".
+  double timeout_seconds = 20;
   uint64_t seed = 0;
   // Run each case in a forked child (time limit, crash isolation). Without
   // it cases run in-process and the time limit is not enforced.
