@@ -112,8 +112,42 @@ StatusOr<Literal> EvalCopyLike(KernelArgs& k) {
   return *k.ops[0];
 }
 
+// Elementwise kernels index result and operands with one linear index, so
+// the dimensions (and, where the op keeps the type, the element type) must
+// agree. Checked here once because the module may not have been verified.
+Status CheckElementwise(const KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  const Shape& out = instr.shape();
+  if (!out.IsArray()) return InstrError(instr, "elementwise op needs an array result");
+  Opcode op = instr.opcode();
+  for (size_t i = 0; i < k.ops.size(); ++i) {
+    const Shape& s = k.ops[i]->shape();
+    bool scalar_ok = s.IsArray() && s.rank() == 0 &&
+                     ((op == Opcode::kSelect && i == 0) || (op == Opcode::kClamp && i != 1));
+    if (!s.IsArray() || (s.dimensions() != out.dimensions() && !scalar_ok))
+      return InstrError(instr, "operand " + std::to_string(i) + " " + s.ToString(false) +
+                                   " does not match the result " + out.ToString(false));
+  }
+  PrimitiveType want;
+  switch (op) {
+    case Opcode::kCompare: case Opcode::kIsFinite: want = PrimitiveType::PRED; break;
+    case Opcode::kConvert: return Status::Ok();
+    case Opcode::kSelect: case Opcode::kClamp: want = k.ops[1]->element_type(); break;
+    default: want = k.ops.empty() ? out.element_type() : k.ops[0]->element_type(); break;
+  }
+  if (out.element_type() != want)
+    return InstrError(instr, "result type " + std::string(PrimitiveTypeName(out.element_type())) +
+                                 " should be " + std::string(PrimitiveTypeName(want)));
+  return Status::Ok();
+}
+
 StatusOr<Literal> Dispatch(KernelArgs& k) {
   const Instruction& instr = k.instr;
+  if (IsElementwise(instr.opcode()) && instr.opcode() != Opcode::kStochasticConvert &&
+      instr.opcode() != Opcode::kComplex && instr.opcode() != Opcode::kReal &&
+      instr.opcode() != Opcode::kImag) {
+    MS_RETURN_IF_ERROR(CheckElementwise(k));
+  }
   switch (instr.opcode()) {
     case Opcode::kParameter:
       return InstrError(instr, "internal: parameter dispatched as a kernel");

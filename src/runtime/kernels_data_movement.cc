@@ -279,6 +279,9 @@ StatusOr<Literal> EvalDynamicUpdateSlice(KernelArgs& k) {
     return InstrError(k.instr, "update " + upd.shape().ToString(false) + " does not match operand " +
                                    k.op(0).shape().ToString(false));
   std::vector<int64_t> dims = k.op(0).shape().dimensions();
+  if (!k.shape().IsArray() || !k.shape().Compatible(k.op(0).shape()))
+    return InstrError(k.instr, "result " + k.shape().ToString(false) + " does not match the operand " +
+                                   k.op(0).shape().ToString(false));
   const auto& sizes = upd.shape().dimensions();
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ClampedStarts(k, 2, dims, sizes));
   const uint8_t* src = k.op(0).raw();

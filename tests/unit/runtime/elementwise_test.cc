@@ -279,5 +279,18 @@ ENTRY e {
   EXPECT_EQ(s.loc().line, 4);
 }
 
+TEST(Elementwise, MismatchedResultShapesAreErrorsNotCrashes) {
+  // Unverified modules: a result smaller than the operand, or of a narrower
+  // type, would overrun the output buffer if not rejected.
+  for (const char* bad : {"f32[2] negate(p)", "f16[4] negate(p)", "f32[4,1] exponential(p)"}) {
+    SCOPED_TRACE(bad);
+    Status s = RunStatus(std::string("HloModule m\nENTRY e {\n  p = f32[4] parameter(0)\n  ROOT r = ") +
+                             bad + "\n}\n",
+                         {F32({4}, {1, 2, 3, 4})});
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("%r"), std::string::npos) << s.message();
+  }
+}
+
 }  // namespace
 }  // namespace meshsplit::rttest
