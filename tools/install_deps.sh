@@ -3,7 +3,8 @@
 # Run as root (it calls apt-get). Safe to run repeatedly.
 set -euo pipefail
 pkgs=(g++ cmake ninja-build python3 libgtest-dev libgmock-dev libbenchmark-dev
-      libopenblas-dev nlohmann-json3-dev libcli11-dev llvm-14-tools ccache)
+      libopenblas-dev nlohmann-json3-dev libcli11-dev llvm-14-tools ccache
+      libonnx-dev libprotobuf-dev protobuf-compiler)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
