@@ -1,0 +1,42 @@
+// `meshsplit import FILE.onnx [-o OUT.hlo]`: lowers an ONNX model to HLO text
+// (see docs/onnx_import.md for the naming rules).
+#include <fstream>
+#include <iostream>
+
+#include "cli/command.h"
+#include "import/load.h"
+#include "ir/verifier.h"
+#include "text/printer.h"
+
+namespace meshsplit::cli {
+namespace {
+
+struct Options {
+  std::string file;
+  std::string output;
+};
+
+const bool registered = RegisterCommand(
+    "import", "Import an ONNX model (or HLO text) and print it as HLO text",
+    [](CLI::App* app) -> std::function<int()> {
+      auto opts = std::make_shared<Options>();
+      app->add_option("file", opts->file, "model (.onnx or .hlo)")->required();
+      app->add_option("-o,--output", opts->output, "write the HLO here instead of stdout");
+      return [opts]() -> int {
+        auto module = LoadModule(opts->file);
+        if (!module.ok()) return ReportError(module.status());
+        if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
+        std::string text = PrintModule(**module);
+        if (opts->output.empty()) {
+          std::cout << text;
+        } else {
+          std::ofstream out(opts->output);
+          out << text;
+          if (!out) return ReportError(Status::Error(opts->output + ": cannot write"));
+        }
+        return 0;
+      };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli

@@ -1,0 +1,276 @@
+// The ONNX importer's instruction builder and attribute/tensor helpers. Every
+// instruction goes through Context::Emit, which runs shape inference so a
+// lowering mistake surfaces as an error naming the ONNX node.
+#include "import/onnx_context.h"
+
+#include <cstring>
+
+#include "ir/shape_inference.h"
+
+namespace meshsplit::onnx_import {
+
+Status Context::Error(const std::string& message) const {
+  std::string who = node_ ? "node '" + node_->name() + "' (op " + node_->op_type() + "): "
+                          : std::string();
+  return Status::Error(module_->name() + ".onnx: " + who + message);
+}
+
+bool Context::HasInput(int i) const {
+  return i < node_->input_size() && !node_->input(i).empty();
+}
+
+StatusOr<Instruction*> Context::Input(int i) const {
+  if (!HasInput(i)) return Error("missing input " + std::to_string(i));
+  auto it = values_.find(node_->input(i));
+  if (it == values_.end())
+    return Error("input '" + node_->input(i) + "' is not defined before use");
+  return it->second;
+}
+
+void Context::SetOutput(int i, Instruction* value) {
+  if (i < node_->output_size() && !node_->output(i).empty())
+    values_[node_->output(i)] = value;
+}
+
+StatusOr<Instruction*> Context::Emit(Opcode opcode, Shape declared,
+                                     std::vector<Instruction*> operands,
+                                     Attributes attrs,
+                                     std::vector<Computation*> called) {
+  auto instr = std::make_unique<Instruction>(
+      opcode, module_->UniqueInstructionName(std::string(OpcodeName(opcode))),
+      std::move(declared));
+  for (Instruction* op : operands) instr->AppendOperand(op);
+  instr->mutable_attrs() = std::move(attrs);
+  instr->set_called_computations(std::move(called));
+  auto shape = InferShape(*instr);
+  if (!shape.ok()) {
+    instr->DropAllOperands();
+    return Error(std::string(OpcodeName(opcode)) + ": " + shape.status().message());
+  }
+  instr->set_shape(*shape);
+  return comp_->AddInstruction(std::move(instr));
+}
+
+Instruction* Context::Constant(Literal literal) {
+  auto instr = std::make_unique<Instruction>(
+      Opcode::kConstant, module_->UniqueInstructionName("constant"), literal.shape());
+  instr->set_literal(std::move(literal));
+  return comp_->AddInstruction(std::move(instr));
+}
+
+Instruction* Context::ScalarConstant(PrimitiveType type, double value) {
+  return Constant(Literal::ScalarOfType(type, value));
+}
+
+Computation* Context::Reducer(Opcode op, PrimitiveType type) {
+  auto key = std::make_pair(op, type);
+  if (auto it = reducers_.find(key); it != reducers_.end()) return it->second;
+  std::string name = module_->UniqueInstructionName(
+      std::string(OpcodeName(op)) + "_" + std::string(PrimitiveTypeName(type)));
+  auto comp = std::make_unique<Computation>(name);
+  Shape scalar(type, {});
+  Instruction* params[2];
+  for (int i = 0; i < 2; ++i) {
+    auto p = std::make_unique<Instruction>(
+        Opcode::kParameter, module_->UniqueInstructionName(i ? "rhs" : "lhs"), scalar);
+    p->mutable_attrs().parameter_number = i;
+    params[i] = comp->AddInstruction(std::move(p));
+  }
+  auto body = std::make_unique<Instruction>(
+      op, module_->UniqueInstructionName(std::string(OpcodeName(op))), scalar);
+  body->AppendOperand(params[0]);
+  body->AppendOperand(params[1]);
+  comp->set_root(comp->AddInstruction(std::move(body)));
+  Computation* raw = module_->AddComputation(std::move(comp));
+  reducers_[key] = raw;
+  return raw;
+}
+
+StatusOr<Instruction*> Context::Reshape(Instruction* x, std::vector<int64_t> dims) {
+  if (x->shape().dimensions() == dims) return x;
+  return Emit(Opcode::kReshape, Shape(x->shape().element_type(), std::move(dims)), {x});
+}
+
+StatusOr<Instruction*> Context::Convert(Instruction* x, PrimitiveType type) {
+  if (x->shape().element_type() == type) return x;
+  if (type == PrimitiveType::PRED) {  // x != 0, as ONNX Cast to bool
+    return Compare(ComparisonDirection::kNe, x,
+                   ScalarConstant(x->shape().element_type(), 0));
+  }
+  return Emit(Opcode::kConvert, Shape(type, x->shape().dimensions()), {x});
+}
+
+StatusOr<Instruction*> Context::BroadcastTo(Instruction* x,
+                                            const std::vector<int64_t>& dims) {
+  const auto& xd = x->shape().dimensions();
+  if (xd == dims) return x;
+  int64_t offset = static_cast<int64_t>(dims.size()) - static_cast<int64_t>(xd.size());
+  if (offset < 0) return Error("cannot broadcast " + x->shape().ToString(false) + " to a lower rank");
+  // Drop size-1 dims that get stretched, then broadcast the rest in place.
+  std::vector<int64_t> kept_dims, kept_sizes;
+  for (int64_t i = 0; i < static_cast<int64_t>(xd.size()); ++i) {
+    int64_t target = dims[i + offset];
+    if (xd[i] == target) {
+      kept_dims.push_back(i + offset);
+      kept_sizes.push_back(xd[i]);
+    } else if (xd[i] != 1) {
+      return Error("cannot broadcast " + x->shape().ToString(false) + " to [" +
+                   std::to_string(dims.size()) + "-d shape]");
+    }
+  }
+  MS_ASSIGN_OR_RETURN(Instruction * squeezed, Reshape(x, kept_sizes));
+  Attributes a;
+  a.dimensions = kept_dims;
+  return Emit(Opcode::kBroadcast, Shape(x->shape().element_type(), dims), {squeezed}, a);
+}
+
+Status Context::BroadcastPair(Instruction*& a, Instruction*& b) {
+  const auto& ad = a->shape().dimensions();
+  const auto& bd = b->shape().dimensions();
+  size_t rank = std::max(ad.size(), bd.size());
+  std::vector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t x = i + ad.size() >= rank ? ad[i + ad.size() - rank] : 1;
+    int64_t y = i + bd.size() >= rank ? bd[i + bd.size() - rank] : 1;
+    if (x != y && x != 1 && y != 1)
+      return Error("operand shapes " + a->shape().ToString(false) + " and " +
+                   b->shape().ToString(false) + " do not broadcast");
+    out[i] = x == 1 ? y : x;
+  }
+  MS_ASSIGN_OR_RETURN(a, BroadcastTo(a, out));
+  MS_ASSIGN_OR_RETURN(b, BroadcastTo(b, out));
+  return Status::Ok();
+}
+
+StatusOr<Instruction*> Context::Binary(Opcode op, Instruction* a, Instruction* b) {
+  MS_RETURN_IF_ERROR(BroadcastPair(a, b));
+  return Emit(op, Shape(), {a, b});
+}
+
+StatusOr<Instruction*> Context::Compare(ComparisonDirection dir, Instruction* a,
+                                        Instruction* b) {
+  MS_RETURN_IF_ERROR(BroadcastPair(a, b));
+  Attributes attrs;
+  attrs.comparison_direction = dir;
+  return Emit(Opcode::kCompare, Shape(), {a, b}, attrs);
+}
+
+StatusOr<Instruction*> Context::Reduce(Instruction* x, std::vector<int64_t> dims,
+                                       Opcode op, double init) {
+  PrimitiveType t = x->shape().element_type();
+  Attributes attrs;
+  attrs.dimensions = std::move(dims);
+  return Emit(Opcode::kReduce, Shape(), {x, ScalarConstant(t, init)}, attrs,
+              {Reducer(op, t)});
+}
+
+std::vector<int64_t> Context::LiteralInts(const Literal& l) {
+  std::vector<int64_t> v(l.element_count());
+  for (int64_t i = 0; i < l.element_count(); ++i)
+    v[i] = IsFloatingPoint(l.element_type()) ? static_cast<int64_t>(l.GetDouble(i))
+                                             : l.GetInt(i);
+  return v;
+}
+
+StatusOr<std::vector<int64_t>> Context::ConstInts(int i) const {
+  MS_ASSIGN_OR_RETURN(Instruction * x, Input(i));
+  if (x->opcode() != Opcode::kConstant)
+    return Error("input " + std::to_string(i) + " ('" + node_->input(i) +
+                 "') must be a constant (dynamic shapes are not supported)");
+  return LiteralInts(x->literal());
+}
+
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::string& name) {
+  for (const auto& a : node.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t AttrInt(const onnx::NodeProto& node, const std::string& name, int64_t def) {
+  const auto* a = FindAttr(node, name);
+  return a ? a->i() : def;
+}
+
+float AttrFloat(const onnx::NodeProto& node, const std::string& name, float def) {
+  const auto* a = FindAttr(node, name);
+  return a ? a->f() : def;
+}
+
+std::vector<int64_t> AttrInts(const onnx::NodeProto& node, const std::string& name) {
+  const auto* a = FindAttr(node, name);
+  if (!a) return {};
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+StatusOr<PrimitiveType> OnnxType(int32_t t) {
+  using TP = onnx::TensorProto;
+  switch (t) {
+    case TP::FLOAT: return PrimitiveType::F32;
+    case TP::DOUBLE: return PrimitiveType::F64;
+    case TP::FLOAT16: return PrimitiveType::F16;
+    case TP::BFLOAT16: return PrimitiveType::BF16;
+    case TP::INT8: return PrimitiveType::S8;
+    case TP::INT16: return PrimitiveType::S16;
+    case TP::INT32: return PrimitiveType::S32;
+    case TP::INT64: return PrimitiveType::S64;
+    case TP::UINT8: return PrimitiveType::U8;
+    case TP::UINT16: return PrimitiveType::U16;
+    case TP::UINT32: return PrimitiveType::U32;
+    case TP::UINT64: return PrimitiveType::U64;
+    case TP::BOOL: return PrimitiveType::PRED;
+    default: break;
+  }
+  return Status::Error("unsupported ONNX element type " + std::to_string(t));
+}
+
+StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
+  MS_ASSIGN_OR_RETURN(PrimitiveType type, OnnxType(t.data_type()));
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return Status::Error("tensor '" + t.name() + "' uses external data (not supported)");
+  Shape shape(type, std::vector<int64_t>(t.dims().begin(), t.dims().end()));
+  Literal lit(shape);
+  int64_t n = lit.element_count();
+  if (t.has_raw_data()) {
+    if (static_cast<int64_t>(t.raw_data().size()) != lit.size_bytes())
+      return Status::Error("tensor '" + t.name() + "' has " +
+                           std::to_string(t.raw_data().size()) + " bytes of data, expected " +
+                           std::to_string(lit.size_bytes()));
+    std::memcpy(lit.raw(), t.raw_data().data(), lit.size_bytes());
+    return lit;
+  }
+  auto check = [&](int64_t have) -> Status {
+    if (have != n)
+      return Status::Error("tensor '" + t.name() + "' has " + std::to_string(have) +
+                           " values, expected " + std::to_string(n));
+    return Status::Ok();
+  };
+  if (t.float_data_size()) {
+    MS_RETURN_IF_ERROR(check(t.float_data_size()));
+    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.float_data(i));
+  } else if (t.double_data_size()) {
+    MS_RETURN_IF_ERROR(check(t.double_data_size()));
+    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.double_data(i));
+  } else if (t.int64_data_size()) {
+    MS_RETURN_IF_ERROR(check(t.int64_data_size()));
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int64_data(i));
+  } else if (t.int32_data_size()) {  // int8/16/32, bool, f16 bits
+    MS_RETURN_IF_ERROR(check(t.int32_data_size()));
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int32_data(i));
+  } else if (t.uint64_data_size()) {
+    MS_RETURN_IF_ERROR(check(t.uint64_data_size()));
+    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, static_cast<int64_t>(t.uint64_data(i)));
+  } else if (n != 0) {
+    return Status::Error("tensor '" + t.name() + "' has no data");
+  }
+  return lit;
+}
+
+StatusOr<int64_t> NormAxis(const Context& ctx, int64_t axis, int64_t rank) {
+  int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+    return ctx.Error("axis " + std::to_string(axis) + " out of range for rank " +
+                     std::to_string(rank));
+  return a;
+}
+
+}  // namespace meshsplit::onnx_import

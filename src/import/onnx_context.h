@@ -1,0 +1,94 @@
+// Internal to the ONNX importer: the state shared by the op lowerings (value
+// map, instruction builder with shape inference, reducer computations) and
+// the per-family registration functions. Not a public header.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "ir/module.h"
+#include "onnx/onnx_pb.h"
+#include "support/status.h"
+
+namespace meshsplit::onnx_import {
+
+class Context {
+ public:
+  Context(Module* module, Computation* comp) : module_(module), comp_(comp) {}
+
+  Module* module() const { return module_; }
+  Computation* comp() const { return comp_; }
+
+  // The node being lowered (for messages).
+  void set_node(const onnx::NodeProto* node) { node_ = node; }
+  const onnx::NodeProto& node() const { return *node_; }
+  Status Error(const std::string& message) const;
+
+  // Values by ONNX tensor name.
+  std::unordered_map<std::string, Instruction*>& values() { return values_; }
+  // Input i of the current node; an error if missing.
+  StatusOr<Instruction*> Input(int i) const;
+  bool HasInput(int i) const;
+  int InputCount() const { return node_->input_size(); }
+  void SetOutput(int i, Instruction* value);
+
+  // Adds an instruction and checks/infers its shape. `declared` is the result
+  // shape for ops whose shape is not determined by the operands (broadcast,
+  // reshape, convert, iota, constant...); otherwise it may be left empty.
+  StatusOr<Instruction*> Emit(Opcode opcode, Shape declared,
+                              std::vector<Instruction*> operands,
+                              Attributes attrs = {},
+                              std::vector<Computation*> called = {});
+  Instruction* Constant(Literal literal);
+  Instruction* ScalarConstant(PrimitiveType type, double value);
+  // `a op b` on a scalar computation of `type` (add, maximum, ...), cached.
+  Computation* Reducer(Opcode op, PrimitiveType type);
+
+  // Helpers used by many ops.
+  StatusOr<Instruction*> Reshape(Instruction* x, std::vector<int64_t> dims);
+  StatusOr<Instruction*> Convert(Instruction* x, PrimitiveType type);
+  // Numpy-style broadcast of x to `dims` (x's rank <= dims.size()).
+  StatusOr<Instruction*> BroadcastTo(Instruction* x, const std::vector<int64_t>& dims);
+  // Broadcasts both operands to their common numpy shape.
+  Status BroadcastPair(Instruction*& a, Instruction*& b);
+  StatusOr<Instruction*> Binary(Opcode op, Instruction* a, Instruction* b);
+  StatusOr<Instruction*> Compare(ComparisonDirection dir, Instruction* a, Instruction* b);
+  // Reduce over `dims` with `op` starting from `init` (no keepdims).
+  StatusOr<Instruction*> Reduce(Instruction* x, std::vector<int64_t> dims,
+                                Opcode op, double init);
+
+  // Constant input i as int64 values (shape operands: Reshape, Slice, ...).
+  StatusOr<std::vector<int64_t>> ConstInts(int i) const;
+  static std::vector<int64_t> LiteralInts(const Literal& l);
+
+ private:
+  Module* module_;
+  Computation* comp_;
+  const onnx::NodeProto* node_ = nullptr;
+  std::unordered_map<std::string, Instruction*> values_;
+  std::map<std::pair<Opcode, PrimitiveType>, Computation*> reducers_;
+};
+
+// Attribute access on a node.
+const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::string& name);
+int64_t AttrInt(const onnx::NodeProto& node, const std::string& name, int64_t def);
+float AttrFloat(const onnx::NodeProto& node, const std::string& name, float def);
+std::vector<int64_t> AttrInts(const onnx::NodeProto& node, const std::string& name);
+
+// ONNX tensor -> Literal; ONNX element type -> ours.
+StatusOr<PrimitiveType> OnnxType(int32_t onnx_type);
+StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t);
+
+// Normalises a possibly negative axis for `rank`.
+StatusOr<int64_t> NormAxis(const Context& ctx, int64_t axis, int64_t rank);
+
+using LowerFn = std::function<Status(Context&)>;
+using OpTable = std::unordered_map<std::string, LowerFn>;
+void RegisterElementwiseOps(OpTable& table);
+void RegisterTensorOps(OpTable& table);
+void RegisterNnOps(OpTable& table);
+
+}  // namespace meshsplit::onnx_import

@@ -1,0 +1,182 @@
+// ONNX elementwise ops (arithmetic, comparisons, logic, unary math, Where,
+// Cast) and the trivial ones (Constant, Identity, Dropout). Binary ops use
+// numpy broadcasting through Context::Binary.
+#include "import/onnx_context.h"
+
+namespace meshsplit::onnx_import {
+namespace {
+
+LowerFn BinaryOp(Opcode op) {
+  return [op](Context& ctx) -> Status {
+    MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+    MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(1));
+    MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Binary(op, a, b));
+    ctx.SetOutput(0, r);
+    return Status::Ok();
+  };
+}
+
+LowerFn CompareOp(ComparisonDirection dir) {
+  return [dir](Context& ctx) -> Status {
+    MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+    MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(1));
+    MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Compare(dir, a, b));
+    ctx.SetOutput(0, r);
+    return Status::Ok();
+  };
+}
+
+LowerFn UnaryOp(Opcode op) {
+  return [op](Context& ctx) -> Status {
+    MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+    MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Emit(op, Shape(), {a}));
+    ctx.SetOutput(0, r);
+    return Status::Ok();
+  };
+}
+
+Status Identity(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  ctx.SetOutput(0, a);
+  return Status::Ok();
+}
+
+// Dropout at inference: the identity; the optional mask output is all true.
+Status Dropout(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  ctx.SetOutput(0, a);
+  if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
+    Attributes attrs;
+    attrs.dimensions = {};
+    MS_ASSIGN_OR_RETURN(Instruction * mask,
+                        ctx.Emit(Opcode::kBroadcast,
+                                 Shape(PrimitiveType::PRED, a->shape().dimensions()),
+                                 {ctx.ScalarConstant(PrimitiveType::PRED, 1)}, attrs));
+    ctx.SetOutput(1, mask);
+  }
+  return Status::Ok();
+}
+
+Status ConstantOp(Context& ctx) {
+  const auto& node = ctx.node();
+  if (const auto* a = FindAttr(node, "value")) {
+    auto lit = TensorToLiteral(a->t());
+    if (!lit.ok()) return ctx.Error(lit.status().message());
+    ctx.SetOutput(0, ctx.Constant(std::move(*lit)));
+  } else if (const auto* a = FindAttr(node, "value_float")) {
+    ctx.SetOutput(0, ctx.ScalarConstant(PrimitiveType::F32, a->f()));
+  } else if (const auto* a = FindAttr(node, "value_int")) {
+    ctx.SetOutput(0, ctx.ScalarConstant(PrimitiveType::S64, static_cast<double>(a->i())));
+  } else if (const auto* a = FindAttr(node, "value_ints")) {
+    Literal l(Shape(PrimitiveType::S64, {a->ints_size()}));
+    for (int i = 0; i < a->ints_size(); ++i) l.SetInt(i, a->ints(i));
+    ctx.SetOutput(0, ctx.Constant(std::move(l)));
+  } else if (const auto* a = FindAttr(node, "value_floats")) {
+    Literal l(Shape(PrimitiveType::F32, {a->floats_size()}));
+    for (int i = 0; i < a->floats_size(); ++i) l.SetDouble(i, a->floats(i));
+    ctx.SetOutput(0, ctx.Constant(std::move(l)));
+  } else {
+    return ctx.Error("Constant without a supported value attribute");
+  }
+  return Status::Ok();
+}
+
+Status Cast(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  auto type = OnnxType(static_cast<int32_t>(AttrInt(ctx.node(), "to", 0)));
+  if (!type.ok()) return ctx.Error(type.status().message());
+  Instruction* r;
+  if (a->shape().element_type() == PrimitiveType::PRED && *type != PrimitiveType::PRED) {
+    MS_ASSIGN_OR_RETURN(r, ctx.Emit(Opcode::kConvert, Shape(*type, a->shape().dimensions()), {a}));
+  } else {
+    MS_ASSIGN_OR_RETURN(r, ctx.Convert(a, *type));
+  }
+  ctx.SetOutput(0, r);
+  return Status::Ok();
+}
+
+Status Where(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * c, ctx.Input(0));
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(1));
+  MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(2));
+  MS_RETURN_IF_ERROR(ctx.BroadcastPair(a, b));
+  MS_RETURN_IF_ERROR(ctx.BroadcastPair(c, a));
+  MS_RETURN_IF_ERROR(ctx.BroadcastPair(a, b));  // b may need c's dims
+  MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Emit(Opcode::kSelect, Shape(), {c, a, b}));
+  ctx.SetOutput(0, r);
+  return Status::Ok();
+}
+
+// x^2 (LayerNorm's variance) becomes a multiply: exact and cheaper.
+Status Pow(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(1));
+  if (b->opcode() == Opcode::kConstant && b->shape().ElementCount() == 1 &&
+      b->literal().GetDouble(0) == 2.0) {
+    MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Emit(Opcode::kMultiply, Shape(), {a, a}));
+    ctx.SetOutput(0, r);
+    return Status::Ok();
+  }
+  MS_ASSIGN_OR_RETURN(b, ctx.Convert(b, a->shape().element_type()));
+  MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Binary(Opcode::kPower, a, b));
+  ctx.SetOutput(0, r);
+  return Status::Ok();
+}
+
+Status Reciprocal(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  MS_ASSIGN_OR_RETURN(Instruction * r,
+                      ctx.Binary(Opcode::kDivide,
+                                 ctx.ScalarConstant(a->shape().element_type(), 1), a));
+  ctx.SetOutput(0, r);
+  return Status::Ok();
+}
+
+Status Relu(Context& ctx) {
+  MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  MS_ASSIGN_OR_RETURN(Instruction * r,
+                      ctx.Binary(Opcode::kMaximum, a,
+                                 ctx.ScalarConstant(a->shape().element_type(), 0)));
+  ctx.SetOutput(0, r);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterElementwiseOps(OpTable& t) {
+  t["Add"] = BinaryOp(Opcode::kAdd);
+  t["Sub"] = BinaryOp(Opcode::kSubtract);
+  t["Mul"] = BinaryOp(Opcode::kMultiply);
+  t["Div"] = BinaryOp(Opcode::kDivide);
+  t["Max"] = BinaryOp(Opcode::kMaximum);
+  t["Min"] = BinaryOp(Opcode::kMinimum);
+  t["And"] = BinaryOp(Opcode::kAnd);
+  t["Or"] = BinaryOp(Opcode::kOr);
+  t["Xor"] = BinaryOp(Opcode::kXor);
+  t["Equal"] = CompareOp(ComparisonDirection::kEq);
+  t["Less"] = CompareOp(ComparisonDirection::kLt);
+  t["LessOrEqual"] = CompareOp(ComparisonDirection::kLe);
+  t["Greater"] = CompareOp(ComparisonDirection::kGt);
+  t["GreaterOrEqual"] = CompareOp(ComparisonDirection::kGe);
+  t["Not"] = UnaryOp(Opcode::kNot);
+  t["Neg"] = UnaryOp(Opcode::kNegate);
+  t["Abs"] = UnaryOp(Opcode::kAbs);
+  t["Sqrt"] = UnaryOp(Opcode::kSqrt);
+  t["Exp"] = UnaryOp(Opcode::kExp);
+  t["Log"] = UnaryOp(Opcode::kLog);
+  t["Tanh"] = UnaryOp(Opcode::kTanh);
+  t["Erf"] = UnaryOp(Opcode::kErf);
+  t["Sigmoid"] = UnaryOp(Opcode::kLogistic);
+  t["Floor"] = UnaryOp(Opcode::kFloor);
+  t["Ceil"] = UnaryOp(Opcode::kCeil);
+  t["Pow"] = Pow;
+  t["Reciprocal"] = Reciprocal;
+  t["Relu"] = Relu;
+  t["Where"] = Where;
+  t["Cast"] = Cast;
+  t["Constant"] = ConstantOp;
+  t["Identity"] = Identity;
+  t["Dropout"] = Dropout;
+}
+
+}  // namespace meshsplit::onnx_import
