@@ -214,11 +214,17 @@ Status Propagator::Init() {
       std::optional<PSharding> s;
       if (instr->has_sharding()) {
         auto parsed = PSharding::Parse(instr->sharding()->ToString());
-        if (!parsed.ok())
-          return Status::Error("cannot use the sharding of '" + instr->name() +
-                                   "': " + parsed.status().message(),
-                               instr->loc());
-        s = NormalizeToShape(*parsed, instr->shape());
+        if (parsed.ok()) {
+          s = NormalizeToShape(*parsed, instr->shape());
+        } else {
+          // A form propagation does not model (e.g. unreduced): keep it
+          // untouched and let nothing flow through it.
+          opaque_.insert(instr.get());
+          if (report_ != nullptr)
+            report_->warnings.push_back("sharding of '" + instr->name() +
+                                        "' is kept as is and not propagated (" +
+                                        parsed.status().message() + ")");
+        }
       }
       original_.push_back(s);
       sharding_.push_back(s);
@@ -368,6 +374,7 @@ void Propagator::BuildComputationMap() {
 
 void Propagator::CollectProvided() {
   Computation* entry = module_.entry();
+  for (const Instruction* i : opaque_) provided_.insert(i);
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
     if (Has(instr) && instr != entry->root() &&
@@ -739,7 +746,7 @@ Status Propagator::WriteBack() {
   // Most values share a handful of shardings: convert each text once.
   std::unordered_map<std::string, Sharding> converted;
   for (Instruction* instr : instrs_) {
-    if (removed_.count(instr)) continue;
+    if (removed_.count(instr) || opaque_.count(instr)) continue;
     const int id = Id(instr);
     const auto& now = sharding_[id];
     const auto& before = original_[id];

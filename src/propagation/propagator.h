@@ -199,6 +199,8 @@ class Propagator {
   std::vector<PSharding> saved_root_shardings_;
   std::unordered_map<int64_t, PSharding> saved_param_shardings_;
   std::unordered_set<const Instruction*> removed_;
+  // Instructions whose sharding propagation cannot read; kept verbatim.
+  std::unordered_set<const Instruction*> opaque_;
   std::unordered_set<std::string> warned_;
   bool allow_output_ = false;
   bool allow_params_ = false;
