@@ -234,8 +234,13 @@ StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
   std::map<const Computation*, Computation*> verbatim;
   SpmdBuilder builder(&state, entry.get());
   SpmdContext ctx(&builder, options, n, &verbatim);
-  for (Instruction* instr : in_entry->MakePostOrder())
+  for (Instruction* instr : in_entry->MakePostOrder()) {
     MS_RETURN_IF_ERROR(PartitionInstruction(ctx, *instr));
+    if (!builder.error().ok())
+      return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" + instr->name() +
+                               ": " + builder.error().message(),
+                           instr->loc());
+  }
 
   const Instruction* in_root = in_entry->root();
   if (in_root == nullptr) return Status::Error("entry computation has no root");
@@ -246,6 +251,7 @@ StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
     root_hlo = builder.Add(Opcode::kCopy, root_hlo->shape(), {root_hlo}, in_root->name());
   root_hlo->set_sharding(in_root->has_sharding() ? *in_root->sharding() : root.sharding);
   entry->set_root(root_hlo);
+  MS_RETURN_IF_ERROR(builder.error());
 
   // Callees before callers: verbatim copies, reducers, then the entry.
   for (auto& c : ctx.cloned_computations()) out->AddComputation(std::move(c));
@@ -264,11 +270,12 @@ StatusOr<bool> PartitionPass::Run(Module& module) {
   std::vector<Computation*> order;
   for (const auto& c : out->computations()) order.push_back(c.get());
   Computation* new_entry = nullptr;
+  const Computation* out_entry = out->entry();
   for (Computation* c : order) {
     std::unique_ptr<Computation> owned = out->ReleaseComputation(c);
     for (const auto& instr : owned->instructions()) module.ReserveName(instr->name());
     Computation* added = module.AddComputation(std::move(owned));
-    if (c == out->entry()) new_entry = added;
+    if (c == out_entry) new_entry = added;
   }
   module.set_entry(new_entry);
   module.set_num_partitions(out->num_partitions());

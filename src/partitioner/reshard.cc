@@ -141,10 +141,26 @@ std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
                                                  const PartitionedValue& v,
                                                  const Sharding& target) {
   const Sharding& src = v.sharding;
-  const int64_t u = src.SubgroupDim(SubgroupType::kUnreduced);
-  if (u < 0 || !target.IsTiled()) return std::nullopt;
   const int64_t rank = v.shape.rank();
-  if (target.TiledDataRank() != rank) return std::nullopt;
+  if (!target.IsTiled() || target.TiledDataRank() != rank) return std::nullopt;
+  if (src.kind() == Sharding::Kind::kUnreduced) {
+    // Sums over every partition: a reduce-scatter works when the target
+    // tiles one dim over every partition (its order gives the groups).
+    const int64_t n = b.module()->num_partitions();
+    for (int64_t d = 0; d < rank; ++d) {
+      if (target.TileDim(d) != n || target.tile_assignment().num_devices() != n) continue;
+      const int64_t len = v.shape.dimensions(d);
+      std::vector<int64_t> high(rank, 0);
+      high[d] = CeilDiv(len, n) * n - len;
+      Instruction* x = b.PadHigh(v.hlo, high);
+      x = b.ReduceScatter(x, d, target.GroupsAlongDims({d}),
+                          SumReducer(b, v.shape.element_type()));
+      return PartitionedValue{x, v.shape, target};
+    }
+    return std::nullopt;
+  }
+  const int64_t u = src.SubgroupDim(SubgroupType::kUnreduced);
+  if (u < 0) return std::nullopt;
   const TileAssignment& ta = src.tile_assignment();
   for (int64_t d = 0; d < rank; ++d) {
     if (src.TileDim(d) != 1 || target.TileDim(d) != ta.dim(u)) continue;
@@ -180,10 +196,21 @@ std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
 
 PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding& dst) {
   if (v.sharding == dst) return v;
-  // Manual values are already per-device; nothing to move.
-  if (v.sharding.IsManual() || dst.IsManual() || v.sharding.HasManualSubgroup() ||
-      dst.HasManualSubgroup())
+  // Fully manual values are already per-device; nothing to move.
+  if (v.sharding.IsManual() || dst.IsManual()) return {v.hlo, v.shape, dst};
+  // A replicated value holds every tile: slice out this partition's.
+  if (v.sharding.IsReplicated() && dst.IsTiled()) {
+    std::vector<int64_t> tiled;
+    for (int64_t i = 0; i < dst.TiledDataRank(); ++i)
+      if (dst.TileDim(i) > 1) tiled.push_back(i);
+    return SliceToTarget(b, v, dst, tiled);
+  }
+  if (v.sharding.HasManualSubgroup() != dst.HasManualSubgroup()) {
+    b.SetError(Status::Error("cannot reshard between " + v.sharding.ToString(false) +
+                             " and " + dst.ToString(false) +
+                             ": only one of them has manual subgroups"));
     return {v.hlo, v.shape, dst};
+  }
   if (HasUnreduced(v.sharding)) {
     if (auto rs = TryReduceScatter(b, v, dst)) return *rs;
     DeviceGroups groups =
@@ -237,9 +264,9 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
     g.sharding = mid;
     return SliceToTarget(b, g, dst, slice);
   }
-  MS_CHECK_MSG(false, "no reshard path from " << v.sharding.ToString() << " to "
-                                              << dst.ToString());
-  return v;
+  b.SetError(Status::Error("no reshard path from " + v.sharding.ToString(false) + " to " +
+                           dst.ToString(false)));
+  return {v.hlo, v.shape, dst};
 }
 
 }  // namespace
@@ -251,6 +278,16 @@ Instruction* TileOffset(SpmdBuilder& b, const Sharding& s,
   Instruction* index = b.TileIndices(s.tile_assignment())[dim];
   const int64_t tile = CeilDiv(global_dims[dim], k);
   return b.Binary(Opcode::kMultiply, index, b.ScalarS32(tile));
+}
+
+Instruction* BroadcastFromDevice(SpmdBuilder& b, Instruction* x, int64_t device) {
+  const int64_t n = b.module()->num_partitions();
+  if (n == 1 || !x->shape().IsArray()) return x;
+  const std::vector<int64_t>& dims = x->shape().dimensions();
+  Instruction* mine = b.Compare(b.PartitionIdS32(), b.ScalarS32(device), ComparisonDirection::kEq);
+  Instruction* zeros = b.BroadcastScalar(b.Zero(x->shape().element_type()), dims);
+  Instruction* kept = b.Select(b.BroadcastScalar(mine, dims), x, zeros);
+  return b.AllReduce(kept, AllDevices(n), SumReducer(b, x->shape().element_type()));
 }
 
 bool HasPadding(const PartitionedValue& value, const std::vector<int64_t>& dims) {

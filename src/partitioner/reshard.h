@@ -43,6 +43,10 @@ Instruction* TileOffset(SpmdBuilder& b, const Sharding& s,
 Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
                          const std::vector<int64_t>& dims, Instruction* identity);
 
+// `x` is valid only on partition `device` (a `{maximal device=D}` entry
+// parameter); returns it replicated on every partition (select + all-reduce).
+Instruction* BroadcastFromDevice(SpmdBuilder& b, Instruction* x, int64_t device);
+
 // True when some dim in `dims` is tiled unevenly (the tiles carry padding).
 bool HasPadding(const PartitionedValue& value, const std::vector<int64_t>& dims);
 

@@ -13,6 +13,7 @@
 #include "ir/computation.h"
 #include "ir/module.h"
 #include "sharding/sharding.h"
+#include "support/status.h"
 
 namespace meshsplit {
 
@@ -25,6 +26,9 @@ struct SpmdModuleState {
   // Reducers made while partitioning; the driver adds them to the module
   // before the computations that call them.
   std::vector<std::unique_ptr<Computation>> new_computations;
+  // The first error found while emitting code that cannot fail loudly at
+  // its call site (e.g. a reshard with no path); the driver reports it.
+  Status error;
 };
 
 class SpmdBuilder {
@@ -33,6 +37,11 @@ class SpmdBuilder {
       : state_(state), comp_(comp) {}
 
   Computation* computation() const { return comp_; }
+  // Records an error (the first one wins); see SpmdModuleState::error.
+  void SetError(Status s) {
+    if (state_->error.ok()) state_->error = std::move(s);
+  }
+  const Status& error() const { return state_->error; }
   Module* module() const { return state_->module; }
 
   // Appends an instruction with a fresh name derived from `name`.

@@ -102,6 +102,11 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
     double cost = ReshardCost(lhs_shape, NormalizeForPartitioning(lhs.sharding), lt) +
                   ReshardCost(rhs_shape, NormalizeForPartitioning(rhs.sharding), rt) +
                   ReshardCost(instr.shape(), ot, out);
+    // Among equally cheap layouts, prefer the one with the least local work.
+    double work = 1;
+    for (int64_t d = 0; d < lhs_shape.rank(); ++d) work *= lhs_shape.dimensions(d);
+    for (int64_t d : rf) work *= rhs_shape.dimensions(d);
+    cost += 1e-4 * work / it.NumTiles();
     if (best < 0 || cost < best_cost) {
       best = c;
       best_cost = cost;

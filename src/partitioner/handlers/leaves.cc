@@ -9,7 +9,29 @@ Status HandleParameter(SpmdContext& ctx, const Instruction& instr) {
   Sharding s = ctx.ShardingOf(instr);
   Instruction* p = ctx.Clone(instr, LocalShape(instr.shape(), s), {});
   if (instr.has_sharding()) p->set_sharding(*instr.sharding());
-  ctx.Set(instr, {p, instr.shape(), s});
+  // Parameters placed on one device exist only there: replicate them first.
+  Instruction* value = p;
+  if (instr.has_sharding() && instr.parent()->IsEntry()) {
+    const Sharding& given = *instr.sharding();
+    if (given.IsMaximal()) {
+      value = BroadcastFromDevice(ctx.b, p, given.device());
+    } else if (given.IsTuple() && instr.shape().IsTuple()) {
+      std::vector<Instruction*> elems;
+      bool any = false;
+      for (int i = 0; i < instr.shape().tuple_size(); ++i) {
+        Instruction* e = ctx.b.Add(Opcode::kGetTupleElement, p->shape().tuple_shapes(i), {p});
+        e->mutable_attrs().tuple_index = i;
+        const Sharding& es = ElementSharding(given, instr.shape(), i);
+        if (es.IsMaximal()) {
+          e = BroadcastFromDevice(ctx.b, e, es.device());
+          any = true;
+        }
+        elems.push_back(e);
+      }
+      if (any) value = ctx.b.Add(Opcode::kTuple, p->shape(), elems);
+    }
+  }
+  ctx.Set(instr, {value, instr.shape(), s});
   return Status::Ok();
 }
 
