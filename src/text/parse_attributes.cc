@@ -271,26 +271,26 @@ bool Parser::ParseVerbatim(std::string* out, size_t value_pos) {
 
 bool Parser::ParseIntList(std::vector<int64_t>* out, const char* what) {
   out->clear();
-  if (!Expect('{', (std::string("to begin the ") + what).c_str())) return false;
+  if (!lex_.Eat('{') && !Expect('{', (std::string("to begin the ") + what).c_str())) return false;
   if (lex_.Eat('}')) return true;
   do {
     int64_t v = 0;
     if (!ParseInt(&v, "integer")) return false;
     out->push_back(v);
   } while (lex_.Eat(','));
-  return Expect('}', (std::string("to end the ") + what).c_str());
+  return lex_.Eat('}') || Expect('}', (std::string("to end the ") + what).c_str());
 }
 
 bool Parser::ParseBracketIntList(std::vector<int64_t>* out, const char* what) {
   out->clear();
-  if (!Expect('[', (std::string("to begin the ") + what).c_str())) return false;
+  if (!lex_.Eat('[') && !Expect('[', (std::string("to begin the ") + what).c_str())) return false;
   if (lex_.Eat(']')) return true;
   do {
     int64_t v = 0;
     if (!ParseInt(&v, "integer")) return false;
     out->push_back(v);
   } while (lex_.Eat(','));
-  return Expect(']', (std::string("to end the ") + what).c_str());
+  return lex_.Eat(']') || Expect(']', (std::string("to end the ") + what).c_str());
 }
 
 bool Parser::ParseBool(bool* out) {

@@ -143,7 +143,7 @@ bool Parser::ParseLiteral(const Shape& shape, Literal* literal, int depth) {
       if (!ParseLiteral(shape.tuple_shapes(i), &elements[i], depth + 1))
         return false;
     }
-    if (!Expect(')', ("after the " + std::to_string(shape.tuple_size()) +
+    if (!lex_.Eat(')') && !Expect(')', ("after the " + std::to_string(shape.tuple_size()) +
                       " elements of a tuple constant").c_str()))
       return false;
     *literal = Literal::MakeTuple(std::move(elements));
@@ -183,7 +183,7 @@ bool Parser::ParseDenseArray(Literal* literal) {
   // Explicit stack of per-dimension counters rather than recursion.
   std::vector<int64_t> seen(rank, 0);
   int64_t index = 0;
-  if (!Expect('{', ("to begin a constant of shape " + literal->shape().ToString()).c_str()))
+  if (!lex_.Eat('{') && !Expect('{', ("to begin a constant of shape " + literal->shape().ToString()).c_str()))
     return false;
   int dim = 0;
   while (true) {
@@ -206,7 +206,7 @@ bool Parser::ParseDenseArray(Literal* literal) {
       if (!ParseElement(literal, index++)) return false;
       ++seen[dim];
     } else {
-      if (!Expect('{', ("to begin dimension " + std::to_string(dim + 1) +
+      if (!lex_.Eat('{') && !Expect('{', ("to begin dimension " + std::to_string(dim + 1) +
                         " of the constant").c_str()))
         return false;
       ++dim;

@@ -214,7 +214,7 @@ bool Parser::ParseComputation() {
     if (!ParseSignature(&declared)) return false;
     has_signature = true;
   }
-  if (!Expect('{', ("to begin computation '" + std::string(name) + "'").c_str()))
+  if (!lex_.Eat('{') && !Expect('{', ("to begin computation '" + std::string(name) + "'").c_str()))
     return false;
 
   auto owned = std::make_unique<Computation>(std::string(name));
@@ -393,7 +393,7 @@ bool Parser::ParseInstruction(Computation* comp, Instruction** root,
 }
 
 bool Parser::ParseOperands(Instruction* instr) {
-  if (!Expect('(', ("before the operands of '" + instr->name() + "'").c_str()))
+  if (!lex_.Eat('(') && !Expect('(', ("before the operands of '" + instr->name() + "'").c_str()))
     return false;
   if (lex_.Eat(')')) return true;
   do {
@@ -437,7 +437,7 @@ bool Parser::ParseAttributes(Instruction* instr) {
         return Error(name_pos, name.size(),
                      "attribute '" + std::string(name) + "' given twice");
     seen_attrs_.push_back(name);
-    if (!Expect('=', ("after attribute '" + std::string(name) + "'").c_str()))
+    if (!lex_.Eat('=') && !Expect('=', ("after attribute '" + std::string(name) + "'").c_str()))
       return false;
     lex_.SkipTrivia();
     if (!ParseAttribute(instr, name, name_pos)) return false;
