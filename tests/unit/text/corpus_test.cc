@@ -56,5 +56,45 @@ TEST(CorpusRoundTrip, EveryFileParsesAndPrintsToAFixedPoint) {
   EXPECT_GE(checked, 500);
 }
 
+// The propagation cases name instructions in NAME.expected as XLA names them
+// after parsing (with its renaming of duplicates); every such name must
+// exist in our parse of NAME.hlo.
+TEST(CorpusRoundTrip, ExpectedFilesNameExistingInstructions) {
+  fs::path dir = fs::path(MESHSPLIT_SHARED_DIR) / "conformance/xla/propagation";
+  if (!fs::is_directory(dir)) GTEST_SKIP() << "no corpus at " << dir;
+  int names = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".expected") continue;
+    std::string stem = entry.path().stem().string();
+    fs::path hlo = dir / (stem + ".hlo");
+    if (!fs::exists(hlo)) hlo = dir / (stem.substr(0, stem.find("__")) + ".hlo");
+    if (!fs::exists(hlo)) continue;
+    auto module = ParseModuleFile(hlo.string());
+    if (!module.ok()) {
+      ADD_FAILURE() << module.status().ToString();
+      continue;
+    }
+    std::ifstream in(entry.path());
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty() || line[0] == '#') continue;
+      std::vector<std::string> fields;
+      std::stringstream ss(line);
+      for (std::string f; std::getline(ss, f, '\t');) fields.push_back(f);
+      std::vector<std::string> refs;
+      if (fields[0] == "@same" || fields[0] == "@differ") {
+        refs.assign(fields.begin() + 1, fields.end());
+      } else if (fields[0][0] != '@') {
+        refs.push_back(fields[0]);
+      }
+      for (const std::string& name : refs) {
+        ++names;
+        EXPECT_TRUE((*module)->IsNameUsed(name)) << entry.path().string() << ": " << name;
+      }
+    }
+  }
+  EXPECT_GT(names, 100);
+}
+
 }  // namespace
 }  // namespace meshsplit
