@@ -1,0 +1,482 @@
+// The `mpi` backend (see mpi_backend.h). Data moves with MPI_Allgather,
+// MPI_Alltoall(v) and point-to-point messages as raw bytes; every reduction
+// is folded locally by ReduceInOrder in group order, so its bits match the
+// threads backend's. This file is compiled into ms_collectives as an empty
+// unit and for real only into ms_collectives_mpi, which defines
+// MESHSPLIT_BUILD_MPI_BACKEND and has MPI's include path.
+#ifdef MESHSPLIT_BUILD_MPI_BACKEND
+
+#include "collectives/mpi_backend.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+
+#include "collectives/reduction.h"
+#include "support/check.h"
+
+namespace meshsplit {
+namespace {
+
+enum OpTag : uint64_t {
+  kTagAllReduce = 1,
+  kTagAllGather,
+  kTagReduceScatter,
+  kTagAllToAll,
+  kTagAllToAllTuple,
+  kTagPermute,
+  kTagBarrier,
+};
+
+// FNV-1a over the arguments every rank must agree on.
+class Signature {
+ public:
+  explicit Signature(uint64_t op) { Add(op); }
+  Signature& Add(uint64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h_ ^= (v >> (8 * i)) & 0xff;
+      h_ *= 1099511628211ull;
+    }
+    return *this;
+  }
+  Signature& Add(std::span<const int64_t> v) {
+    Add(v.size());
+    for (int64_t x : v) Add(static_cast<uint64_t>(x));
+    return *this;
+  }
+  Signature& Add(const CommGroups& groups) {
+    Add(groups.size());
+    for (const auto& g : groups) Add(std::span<const int64_t>(g));
+    return *this;
+  }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+const unsigned char* Bytes(const void* p) {
+  return static_cast<const unsigned char*>(p);
+}
+unsigned char* Bytes(void* p) { return static_cast<unsigned char*>(p); }
+
+Status CheckBytes(int64_t bytes, std::string_view op) {
+  if (bytes > INT_MAX)
+    return Status::Error(std::string(op) +
+                         ": messages over 2 GiB are not supported by the mpi "
+                         "backend yet");
+  return Status::Ok();
+}
+
+// MPI_Allreduce gives the same bits as the fixed order only where the
+// combination is exactly associative and commutative: integer min/max,
+// bitwise ops, and add/mul modulo 2^n (done on the unsigned type so that
+// wrap-around is defined). Floats and pred take the gather path.
+MPI_Datatype OrderFreeType(PrimitiveType type, ReductionKind kind, MPI_Op* op) {
+  const bool wrap = kind == ReductionKind::kAdd || kind == ReductionKind::kMul;
+  switch (kind) {
+    case ReductionKind::kAdd: *op = MPI_SUM; break;
+    case ReductionKind::kMul: *op = MPI_PROD; break;
+    case ReductionKind::kMin: *op = MPI_MIN; break;
+    case ReductionKind::kMax: *op = MPI_MAX; break;
+    case ReductionKind::kAnd: *op = MPI_BAND; break;
+    case ReductionKind::kOr: *op = MPI_BOR; break;
+    case ReductionKind::kXor: *op = MPI_BXOR; break;
+  }
+  switch (type) {
+    case PrimitiveType::S8: return wrap ? MPI_UINT8_T : MPI_INT8_T;
+    case PrimitiveType::S16: return wrap ? MPI_UINT16_T : MPI_INT16_T;
+    case PrimitiveType::S32: return wrap ? MPI_UINT32_T : MPI_INT32_T;
+    case PrimitiveType::S64: return wrap ? MPI_UINT64_T : MPI_INT64_T;
+    case PrimitiveType::U8: return MPI_UINT8_T;
+    case PrimitiveType::U16: return MPI_UINT16_T;
+    case PrimitiveType::U32: return MPI_UINT32_T;
+    case PrimitiveType::U64: return MPI_UINT64_T;
+    default: return MPI_DATATYPE_NULL;
+  }
+}
+
+// All-reduces above this size use reduce-scatter + all-gather so that each
+// rank folds only 1/G of the elements.
+constexpr int64_t kSlicedAllReduceBytes = 64 * 1024;
+
+}  // namespace
+
+MpiSession::MpiSession(int* argc, char*** argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    owns_ = true;
+  }
+}
+
+MpiSession::~MpiSession() {
+  if (!owns_) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Finalize();
+}
+
+MpiCommunicator::MpiCommunicator() {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  rank_ = rank;
+  size_ = size;
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized) return;
+  for (auto& [groups, group] : groups_)
+    if (group->comm != MPI_COMM_NULL) MPI_Comm_free(&group->comm);
+}
+
+Status MpiCommunicator::Agree(uint64_t signature, const Status& local) {
+  if (!check_agreement_) return local;  // a local error then stops only us
+  struct Entry {
+    uint64_t signature;
+    int64_t failed;
+  } mine{signature, local.ok() ? 0 : 1};
+  std::vector<Entry> all(size_);
+  MPI_Allgather(&mine, sizeof(Entry), MPI_BYTE, all.data(), sizeof(Entry),
+                MPI_BYTE, MPI_COMM_WORLD);
+  if (!local.ok()) return local;
+  for (int64_t d = 0; d < size_; ++d)
+    if (all[d].failed)
+      return Status::Error("a collective failed on device " + std::to_string(d) +
+                           " (bad arguments there)");
+  for (int64_t d = 0; d < size_; ++d)
+    if (all[d].signature != signature)
+      return Status::Error("devices disagree on a collective: device " +
+                           std::to_string(d) + "'s arguments differ from device " +
+                           std::to_string(rank_) + "'s");
+  return Status::Ok();
+}
+
+StatusOr<const MpiCommunicator::Group*> MpiCommunicator::GetGroup(
+    const CommGroups& groups, std::string_view op, bool require_equal_sizes) {
+  auto it = groups_.find(groups);
+  if (it != groups_.end()) return static_cast<const Group*>(it->second.get());
+  auto group = std::make_unique<Group>();
+  MS_ASSIGN_OR_RETURN(group->membership,
+                      FindGroup(groups, size_, rank_, op, require_equal_sizes));
+  if (groups.empty()) {
+    MPI_Comm_dup(MPI_COMM_WORLD, &group->comm);
+  } else {
+    // Groups are disjoint, so the smallest member id names the group; the
+    // key orders ranks in the new communicator by group position.
+    const auto& m = group->membership.members;
+    int color = static_cast<int>(*std::min_element(m.begin(), m.end()));
+    MPI_Comm_split(MPI_COMM_WORLD, color, static_cast<int>(group->membership.position),
+                   &group->comm);
+  }
+  const Group* result = group.get();
+  groups_.emplace(groups, std::move(group));
+  return result;
+}
+
+Status MpiCommunicator::AllReduce(const void* input, void* output,
+                                  PrimitiveType type, int64_t count,
+                                  ReductionKind kind, const CommGroups& groups) {
+  const int64_t w = ByteWidth(type);
+  Status local = CheckReduction(type, kind);
+  if (local.ok() && count < 0) local = Status::Error("all-reduce: negative element count");
+  StatusOr<GroupMembership> found(GroupMembership{});
+  if (local.ok()) {
+    found = FindGroup(groups, size_, rank_, "all-reduce", false);
+    if (!found.ok()) local = found.status();
+  }
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  if (local.ok()) local = CheckBytes(count * w * g, "all-reduce");
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllReduce)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(static_cast<uint64_t>(kind))
+                               .Add(count)
+                               .Add(groups)
+                               .value(),
+                           local));
+  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-reduce", false));
+  const int64_t bytes = count * w;
+  if (g == 1) {
+    if (input != output) std::memmove(output, input, bytes);
+    return Status::Ok();
+  }
+  MPI_Op op;
+  MPI_Datatype dt = OrderFreeType(type, kind, &op);
+  if (dt != MPI_DATATYPE_NULL) {
+    MPI_Allreduce(input == output ? MPI_IN_PLACE : input, output,
+                  static_cast<int>(count), dt, op, group->comm);
+    return Status::Ok();
+  }
+  std::vector<const void*> inputs(g);
+  if (bytes < kSlicedAllReduceBytes) {
+    recv_.resize(bytes * g);
+    MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, recv_.data(),
+                  static_cast<int>(bytes), MPI_BYTE, group->comm);
+    for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * bytes;
+    ReduceInOrder(kind, type, inputs, output, count);
+    return Status::Ok();
+  }
+  // Reduce-scatter by hand (position p gathers slice p of every
+  // contribution), fold, then all-gather the folded slices.
+  std::vector<int> counts(g), displs(g), recv_counts(g), recv_displs(g);
+  const int64_t per = (count + g - 1) / g;
+  auto slice = [&](int64_t q) {
+    int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
+    return std::pair{b, e - b};
+  };
+  const int64_t p = found->position;
+  const auto [my_begin, my_len] = slice(p);
+  for (int64_t q = 0; q < g; ++q) {
+    auto [b, len] = slice(q);
+    counts[q] = static_cast<int>(len * w);
+    displs[q] = static_cast<int>(b * w);
+    recv_counts[q] = static_cast<int>(my_len * w);
+    recv_displs[q] = static_cast<int>(q * my_len * w);
+  }
+  recv_.resize(std::max<int64_t>(1, my_len * w * g));
+  MPI_Alltoallv(input, counts.data(), displs.data(), MPI_BYTE, recv_.data(),
+                recv_counts.data(), recv_displs.data(), MPI_BYTE, group->comm);
+  for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * my_len * w;
+  ReduceInOrder(kind, type, inputs, Bytes(output) + my_begin * w, my_len);
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, output, counts.data(), displs.data(),
+                 MPI_BYTE, group->comm);
+  return Status::Ok();
+}
+
+Status MpiCommunicator::AllGather(const void* input, void* output,
+                                  PrimitiveType type,
+                                  std::span<const int64_t> dims,
+                                  int64_t dimension, const CommGroups& groups) {
+  const int64_t w = ByteWidth(type);
+  Status local = CheckDims(dims, dimension, "all-gather", "all_gather_dimension");
+  StatusOr<GroupMembership> found(GroupMembership{});
+  if (local.ok()) {
+    found = FindGroup(groups, size_, rank_, "all-gather", true);
+    if (!found.ok()) local = found.status();
+  }
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
+  if (local.ok()) local = CheckBytes(elems * w * g, "all-gather");
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllGather)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(dims)
+                               .Add(dimension)
+                               .Add(groups)
+                               .value(),
+                           local));
+  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-gather", true));
+  const int64_t bytes = elems * w;
+  recv_.resize(std::max<int64_t>(1, bytes * g));
+  MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, recv_.data(),
+                static_cast<int>(bytes), MPI_BYTE, group->comm);
+  const int64_t outer = Product(dims, 0, dimension);
+  const int64_t inner = Product(dims, dimension, dims.size()) * w;
+  for (int64_t q = 0; q < g; ++q)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(Bytes(output) + (o * g + q) * inner,
+                  recv_.data() + q * bytes + o * inner, inner);
+  return Status::Ok();
+}
+
+Status MpiCommunicator::ReduceScatter(const void* input, void* output,
+                                      PrimitiveType type,
+                                      std::span<const int64_t> dims,
+                                      int64_t dimension, ReductionKind kind,
+                                      const CommGroups& groups) {
+  const int64_t w = ByteWidth(type);
+  Status local = CheckReduction(type, kind);
+  if (local.ok()) local = CheckDims(dims, dimension, "reduce-scatter", "scatter_dimension");
+  StatusOr<GroupMembership> found(GroupMembership{});
+  if (local.ok()) {
+    found = FindGroup(groups, size_, rank_, "reduce-scatter", true);
+    if (!found.ok()) local = found.status();
+  }
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  if (local.ok() && dims[dimension] % g != 0)
+    local = Status::Error("reduce-scatter: dimension " + std::to_string(dimension) +
+                          " of size " + std::to_string(dims[dimension]) +
+                          " is not divisible by the group size " + std::to_string(g));
+  const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
+  if (local.ok()) local = CheckBytes(elems * w, "reduce-scatter");
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagReduceScatter)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(static_cast<uint64_t>(kind))
+                               .Add(dims)
+                               .Add(dimension)
+                               .Add(groups)
+                               .value(),
+                           local));
+  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "reduce-scatter", true));
+  const int64_t outer = Product(dims, 0, dimension);
+  const int64_t block = dims[dimension] / g * Product(dims, dimension + 1, dims.size());
+  const int64_t part = outer * block * w;  // bytes for one destination
+  // send_[q] = block q of every outer row, for the member at position q.
+  send_.resize(std::max<int64_t>(1, part * g));
+  recv_.resize(std::max<int64_t>(1, part * g));
+  for (int64_t q = 0; q < g; ++q)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(send_.data() + q * part + o * block * w,
+                  Bytes(input) + (o * g + q) * block * w, block * w);
+  MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
+               static_cast<int>(part), MPI_BYTE, group->comm);
+  std::vector<const void*> inputs(g);
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part + o * block * w;
+    ReduceInOrder(kind, type, inputs, Bytes(output) + o * block * w, block);
+  }
+  return Status::Ok();
+}
+
+Status MpiCommunicator::AllToAll(const void* input, void* output,
+                                 PrimitiveType type,
+                                 std::span<const int64_t> dims,
+                                 int64_t split_dimension,
+                                 int64_t concat_dimension,
+                                 const CommGroups& groups) {
+  const int64_t w = ByteWidth(type);
+  Status local = CheckDims(dims, split_dimension, "all-to-all", "split_dimension");
+  if (local.ok()) local = CheckDims(dims, concat_dimension, "all-to-all", "concat_dimension");
+  StatusOr<GroupMembership> found(GroupMembership{});
+  if (local.ok()) {
+    found = FindGroup(groups, size_, rank_, "all-to-all", true);
+    if (!found.ok()) local = found.status();
+  }
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  if (local.ok() && dims[split_dimension] % g != 0)
+    local = Status::Error("all-to-all: split dimension " + std::to_string(split_dimension) +
+                          " of size " + std::to_string(dims[split_dimension]) +
+                          " is not divisible by the group size " + std::to_string(g));
+  const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
+  if (local.ok()) local = CheckBytes(elems * w, "all-to-all");
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllToAll)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(dims)
+                               .Add(split_dimension)
+                               .Add(concat_dimension)
+                               .Add(groups)
+                               .value(),
+                           local));
+  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-to-all", true));
+  std::vector<int64_t> block(dims.begin(), dims.end());
+  block[split_dimension] /= g;
+  std::vector<int64_t> out_dims = block;
+  out_dims[concat_dimension] *= g;
+  const std::vector<int64_t> in_dims(dims.begin(), dims.end());
+  const auto in_strides = RowMajorStrides(in_dims);
+  const auto block_strides = RowMajorStrides(block);
+  const auto out_strides = RowMajorStrides(out_dims);
+  const int64_t part = elems / g * w;
+  send_.resize(std::max<int64_t>(1, part * g));
+  recv_.resize(std::max<int64_t>(1, part * g));
+  for (int64_t q = 0; q < g; ++q)
+    CopyStridedBlock(Bytes(input) + q * block[split_dimension] *
+                                        in_strides[split_dimension] * w,
+                     in_strides, send_.data() + q * part, block_strides, block, w);
+  MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
+               static_cast<int>(part), MPI_BYTE, group->comm);
+  for (int64_t k = 0; k < g; ++k)
+    CopyStridedBlock(recv_.data() + k * part, block_strides,
+                     Bytes(output) + k * block[concat_dimension] *
+                                         out_strides[concat_dimension] * w,
+                     out_strides, block, w);
+  return Status::Ok();
+}
+
+Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
+                                      std::span<void* const> outputs,
+                                      PrimitiveType type, int64_t count,
+                                      const CommGroups& groups) {
+  const int64_t w = ByteWidth(type);
+  Status local;
+  if (count < 0) local = Status::Error("all-to-all: negative element count");
+  StatusOr<GroupMembership> found(GroupMembership{});
+  if (local.ok()) {
+    found = FindGroup(groups, size_, rank_, "all-to-all", true);
+    if (!found.ok()) local = found.status();
+  }
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  if (local.ok() && (static_cast<int64_t>(inputs.size()) != g ||
+                     static_cast<int64_t>(outputs.size()) != g))
+    local = Status::Error("all-to-all: " + std::to_string(inputs.size()) +
+                          " operands and " + std::to_string(outputs.size()) +
+                          " results for a group of " + std::to_string(g) + " devices");
+  if (local.ok()) local = CheckBytes(count * w * g, "all-to-all");
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllToAllTuple)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(count)
+                               .Add(inputs.size())
+                               .Add(groups)
+                               .value(),
+                           local));
+  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-to-all", true));
+  const int64_t bytes = count * w;
+  send_.resize(std::max<int64_t>(1, bytes * g));
+  recv_.resize(std::max<int64_t>(1, bytes * g));
+  for (int64_t k = 0; k < g; ++k) std::memcpy(send_.data() + k * bytes, inputs[k], bytes);
+  MPI_Alltoall(send_.data(), static_cast<int>(bytes), MPI_BYTE, recv_.data(),
+               static_cast<int>(bytes), MPI_BYTE, group->comm);
+  for (int64_t k = 0; k < g; ++k) std::memcpy(outputs[k], recv_.data() + k * bytes, bytes);
+  return Status::Ok();
+}
+
+Status MpiCommunicator::CollectivePermute(const void* input, void* output,
+                                          PrimitiveType type, int64_t count,
+                                          const SourceTargetPairs& pairs) {
+  const int64_t w = ByteWidth(type);
+  Status local = CheckSourceTargetPairs(pairs, size_);
+  if (local.ok() && count < 0)
+    local = Status::Error("collective-permute: negative element count");
+  if (local.ok()) local = CheckBytes(count * w, "collective-permute");
+  Signature sig(kTagPermute);
+  sig.Add(static_cast<uint64_t>(type)).Add(count).Add(pairs.size());
+  for (const auto& [s, t] : pairs) sig.Add(s).Add(t);
+  MS_RETURN_IF_ERROR(Agree(sig.value(), local));
+  const int64_t bytes = count * w;
+  int64_t source = -1, target = -1;
+  for (const auto& [s, t] : pairs) {
+    if (t == rank_) source = s;
+    if (s == rank_) target = t;
+  }
+  constexpr int kTag = 4242;
+  recv_.resize(std::max<int64_t>(1, bytes));
+  MPI_Request requests[2];
+  int num_requests = 0;
+  if (source >= 0 && source != rank_)
+    MPI_Irecv(recv_.data(), static_cast<int>(bytes), MPI_BYTE, static_cast<int>(source),
+              kTag, MPI_COMM_WORLD, &requests[num_requests++]);
+  if (target >= 0 && target != rank_)
+    MPI_Isend(input, static_cast<int>(bytes), MPI_BYTE, static_cast<int>(target), kTag,
+              MPI_COMM_WORLD, &requests[num_requests++]);
+  MPI_Waitall(num_requests, requests, MPI_STATUSES_IGNORE);
+  if (source == rank_) {
+    if (input != output) std::memmove(output, input, bytes);
+  } else if (source >= 0) {
+    std::memcpy(output, recv_.data(), bytes);
+  } else if (bytes > 0) {
+    std::memset(output, 0, bytes);
+  }
+  return Status::Ok();
+}
+
+Status MpiCommunicator::Barrier() {
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagBarrier).value(), Status::Ok()));
+  MPI_Barrier(MPI_COMM_WORLD);
+  return Status::Ok();
+}
+
+void MpiCommunicator::Abort(const std::string& message) {
+  std::fprintf(stderr, "error: device %lld failed: %s\n",
+               static_cast<long long>(rank_), message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+}  // namespace meshsplit
+
+#endif  // MESHSPLIT_BUILD_MPI_BACKEND
