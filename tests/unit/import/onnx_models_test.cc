@@ -1,0 +1,129 @@
+// The ONNX importer on the real models under ../shared/models/onnx: each
+// imports, passes the verifier and, run on one device, matches the PyTorch
+// reference outputs within 1e-4 relative. Skips when ../shared is absent.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "import/load.h"
+#include "ir/verifier.h"
+#include "runtime/npy.h"
+#include "runtime/run_module.h"
+
+namespace meshsplit {
+namespace {
+
+const std::string kDir = std::string(MESHSPLIT_SHARED_DIR) + "/models/onnx";
+
+#define SKIP_WITHOUT_MODELS()                                                   \
+  if (!HaveOnnxImporter()) GTEST_SKIP() << "built without the ONNX importer";  \
+  if (!std::filesystem::exists(kDir))                                           \
+    GTEST_SKIP() << kDir << " is absent (the shared models are not here)"
+
+// max|x - y| / max|y|.
+double RelError(const Literal& x, const Literal& y) {
+  double diff = 0, scale = 1e-30;
+  for (int64_t i = 0; i < y.element_count(); ++i) {
+    diff = std::max(diff, std::fabs(x.GetDouble(i) - y.GetDouble(i)));
+    scale = std::max(scale, std::fabs(y.GetDouble(i)));
+  }
+  return diff / scale;
+}
+
+std::unique_ptr<Module> Import(const std::string& file) {
+  auto module = LoadModule(kDir + "/" + file);
+  EXPECT_TRUE(module.ok()) << module.status().message();
+  if (!module.ok()) return nullptr;
+  Status verified = VerifyModule(**module);
+  EXPECT_TRUE(verified.ok()) << verified.message();
+  return std::move(*module);
+}
+
+void CheckInference(const std::string& name) {
+  auto module = Import(name + ".onnx");
+  ASSERT_NE(module, nullptr);
+  auto input = ReadNpy(kDir + "/" + name + ".input.npy");
+  auto expected = ReadNpy(kDir + "/" + name + ".output.npy");
+  ASSERT_TRUE(input.ok() && expected.ok());
+  std::vector<Literal> args;
+  args.push_back(std::move(*input));
+  auto result = RunEntry(*module, std::move(args));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  auto outs = OutputArrays(*result);
+  ASSERT_EQ(outs.size(), 1u);
+  ASSERT_EQ(outs[0]->shape().dimensions(), expected->shape().dimensions());
+  EXPECT_LT(RelError(*outs[0], *expected), 1e-4);
+}
+
+TEST(OnnxModels, Mlp3) {
+  SKIP_WITHOUT_MODELS();
+  CheckInference("mlp3");
+}
+
+TEST(OnnxModels, TransformerEncoder) {
+  SKIP_WITHOUT_MODELS();
+  CheckInference("transformer_encoder");
+}
+
+TEST(OnnxModels, Gpt2TrainStep) {
+  SKIP_WITHOUT_MODELS();
+  auto module = Import("gpt2_train_step.onnx");
+  ASSERT_NE(module, nullptr);
+  const std::string ref = kDir + "/gpt2_train_step.ref/";
+  std::ifstream manifest(ref + "MANIFEST.txt");
+  ASSERT_TRUE(manifest.good());
+  std::vector<Literal> inputs;
+  std::map<std::string, int> input_index;
+  std::vector<std::pair<std::string, std::string>> outputs;  // name, file
+  std::string kind, name, file;
+  int index;
+  while (manifest >> kind >> index >> name >> file) {
+    if (kind == "input") {
+      auto lit = ReadNpy(ref + file);
+      ASSERT_TRUE(lit.ok()) << lit.status().message();
+      ASSERT_EQ(index, static_cast<int>(inputs.size()));
+      input_index[name] = index;
+      inputs.push_back(std::move(*lit));
+    } else {
+      outputs.emplace_back(name, file);
+    }
+  }
+  ASSERT_EQ(inputs.size(), 54u);
+  ASSERT_EQ(outputs.size(), 53u);
+  ASSERT_EQ(module->entry()->parameter_count(), 54);
+  std::vector<Literal> originals;
+  for (const auto& in : inputs) {
+    Literal copy(in.shape());
+    std::memcpy(copy.raw(), in.raw(), in.size_bytes());
+    originals.push_back(std::move(copy));
+  }
+  auto result = RunEntry(*module, std::move(inputs));
+  ASSERT_TRUE(result.ok()) << result.status().message();
+  auto outs = OutputArrays(*result);
+  ASSERT_EQ(outs.size(), outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    auto expected = ReadNpy(ref + outputs[i].second);
+    ASSERT_TRUE(expected.ok());
+    ASSERT_EQ(outs[i]->shape().dimensions(), expected->shape().dimensions()) << outputs[i].first;
+    EXPECT_LT(RelError(*outs[i], *expected), 1e-4) << outputs[i].first;
+    // The SGD step is small next to the weights, so also compare the update
+    // itself (new - old): this is what catches a wrong gradient.
+    if (i == 0) continue;
+    std::string param = outputs[i].first.substr(4);  // "new.<name>"
+    ASSERT_TRUE(input_index.count(param)) << param;
+    const Literal& old = originals[input_index[param]];
+    Literal mine(old.shape()), theirs(old.shape());
+    for (int64_t k = 0; k < old.element_count(); ++k) {
+      mine.SetDouble(k, outs[i]->GetDouble(k) - old.GetDouble(k));
+      theirs.SetDouble(k, expected->GetDouble(k) - old.GetDouble(k));
+    }
+    EXPECT_LT(RelError(mine, theirs), 5e-4) << "update of " << param;
+  }
+}
+
+}  // namespace
+}  // namespace meshsplit

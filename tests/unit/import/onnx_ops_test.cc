@@ -1,0 +1,230 @@
+// ONNX importer op lowerings on small ModelProtos built in the test: naming,
+// diagnostics, shape folding, numpy broadcasting, gathers and scatters. The
+// expected values are computed here by plain loops.
+#include <gtest/gtest.h>
+
+#ifdef MESHSPLIT_HAVE_ONNX
+#include <cmath>
+
+#include "import/onnx_importer.h"
+#include "ir/verifier.h"
+#include "onnx/onnx_pb.h"
+#include "runtime/run_module.h"
+
+namespace meshsplit {
+namespace {
+
+class Graph {
+ public:
+  Graph() { model_.add_opset_import()->set_version(13); }
+  void Input(const std::string& name, std::vector<int64_t> dims,
+             int type = onnx::TensorProto::FLOAT) {
+    auto* in = model_.mutable_graph()->add_input();
+    in->set_name(name);
+    auto* tt = in->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(type);
+    for (int64_t d : dims) tt->mutable_shape()->add_dim()->set_dim_value(d);
+  }
+  void Output(const std::string& name) { model_.mutable_graph()->add_output()->set_name(name); }
+  onnx::NodeProto* Node(const std::string& op, std::vector<std::string> ins,
+                        std::vector<std::string> outs, const std::string& name = "") {
+    auto* n = model_.mutable_graph()->add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? op + "_" + std::to_string(model_.graph().node_size()) : name);
+    for (auto& i : ins) n->add_input(i);
+    for (auto& o : outs) n->add_output(o);
+    return n;
+  }
+  void Ints(const std::string& name, std::vector<int64_t> values, std::vector<int64_t> dims) {
+    auto* t = model_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t v : values) t->add_int64_data(v);
+  }
+  StatusOr<std::unique_ptr<Module>> Import(const std::string& name = "test") {
+    return ImportOnnxBytes(model_.SerializeAsString(), name);
+  }
+
+ private:
+  onnx::ModelProto model_;
+};
+
+void AddIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+Literal Iota(Shape shape) {
+  Literal l(shape);
+  for (int64_t i = 0; i < l.element_count(); ++i) l.SetDouble(i, i * 0.5 - 3);
+  return l;
+}
+
+std::vector<Literal> RunModel(const Module& m, std::vector<Literal> args) {
+  auto r = RunEntry(m, std::move(args));
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  std::vector<Literal> outs;
+  if (!r.ok()) return outs;
+  for (const Literal* l : OutputArrays(*r)) {
+    Literal copy(l->shape());
+    std::memcpy(copy.raw(), l->raw(), l->size_bytes());
+    outs.push_back(std::move(copy));
+  }
+  return outs;
+}
+
+TEST(OnnxOps, UnsupportedOpNamesNodeAndOp) {
+  Graph g;
+  g.Input("x", {2});
+  g.Node("Foo", {"x"}, {"y"}, "Foo_12");
+  g.Output("y");
+  auto m = g.Import("gpt2");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "gpt2.onnx: node 'Foo_12' (op Foo): unsupported ONNX op");
+}
+
+TEST(OnnxOps, SymbolicDimIsAnError) {
+  onnx::ModelProto model;
+  model.add_opset_import()->set_version(13);
+  auto* in = model.mutable_graph()->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_param("batch");
+  auto m = ImportOnnxBytes(model.SerializeAsString(), "sym");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("symbolic dimension 'batch'"), std::string::npos);
+}
+
+TEST(OnnxOps, ParameterNamesAreSanitized) {
+  EXPECT_EQ(SanitizeOnnxName("h.0.attn.c_attn.weight"), "h.0.attn.c_attn.weight");
+  EXPECT_EQ(SanitizeOnnxName("onnx::Gemm/3"), "onnx__Gemm_3");
+  EXPECT_EQ(SanitizeOnnxName("0.weight"), "_0.weight");
+  Graph g;
+  g.Input("onnx::x/1", {2});
+  g.Node("Relu", {"onnx::x/1"}, {"y"});
+  g.Output("y");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ((*m)->entry()->parameter(0)->name(), "onnx__x_1");
+}
+
+// Shape -> Gather -> Unsqueeze -> Concat -> Reshape folds to one reshape.
+TEST(OnnxOps, ShapeArithmeticFolds) {
+  Graph g;
+  g.Input("x", {2, 3, 4});
+  g.Ints("zero", {0}, {});
+  g.Ints("axes", {0}, {1});
+  g.Ints("minus1", {-1}, {1});
+  g.Node("Shape", {"x"}, {"s"});
+  g.Node("Gather", {"s", "zero"}, {"b"});
+  g.Node("Unsqueeze", {"b", "axes"}, {"bu"});
+  AddIntAttr(g.Node("Concat", {"bu", "minus1"}, {"shape"}), "axis", 0);
+  g.Node("Reshape", {"x", "shape"}, {"y"});
+  g.Output("y");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE(VerifyModule(**m).ok());
+  for (const auto& i : (*m)->entry()->instructions())
+    EXPECT_TRUE(i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kReshape ||
+                i->opcode() == Opcode::kTuple)
+        << "left over: " << i->name();
+  auto outs = RunModel(**m, {Iota(Shape(PrimitiveType::F32, {2, 3, 4}))});
+  ASSERT_EQ(outs.size(), 1u);
+  EXPECT_EQ(outs[0].shape().dimensions(), (std::vector<int64_t>{2, 12}));
+  EXPECT_EQ(outs[0].GetDouble(13), 13 * 0.5 - 3);
+}
+
+TEST(OnnxOps, GatherWrapsNegativeIndices) {
+  Graph g;
+  g.Input("data", {4, 3});
+  g.Ints("idx", {-1, 0}, {2});
+  g.Node("Gather", {"data", "idx"}, {"y"});
+  g.Output("y");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto outs = RunModel(**m, {Iota(Shape(PrimitiveType::F32, {4, 3}))});
+  ASSERT_EQ(outs.size(), 1u);
+  Literal data = Iota(Shape(PrimitiveType::F32, {4, 3}));
+  for (int j = 0; j < 3; ++j) {
+    EXPECT_EQ(outs[0].GetDouble(j), data.GetDouble(9 + j));
+    EXPECT_EQ(outs[0].GetDouble(3 + j), data.GetDouble(j));
+  }
+}
+
+TEST(OnnxOps, MatMulBroadcastsBatchDims) {
+  Graph g;
+  g.Input("a", {2, 1, 3, 4});
+  g.Input("b", {5, 4, 2});
+  g.Node("MatMul", {"a", "b"}, {"y"});
+  g.Output("y");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Literal a = Iota(Shape(PrimitiveType::F32, {2, 1, 3, 4}));
+  Literal b = Iota(Shape(PrimitiveType::F32, {5, 4, 2}));
+  auto outs = RunModel(**m, {Iota(a.shape()), Iota(b.shape())});
+  ASSERT_EQ(outs.size(), 1u);
+  ASSERT_EQ(outs[0].shape().dimensions(), (std::vector<int64_t>{2, 5, 3, 2}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 5; ++j)
+      for (int r = 0; r < 3; ++r)
+        for (int c = 0; c < 2; ++c) {
+          double s = 0;
+          for (int k = 0; k < 4; ++k)
+            s += a.GetDouble(i * 12 + r * 4 + k) * b.GetDouble(j * 8 + k * 2 + c);
+          EXPECT_NEAR(outs[0].GetDouble(((i * 5 + j) * 3 + r) * 2 + c), s, 1e-4);
+        }
+}
+
+// y = GatherElements(x, idx, axis=1); z = ScatterElements(zeros, idx, y).
+TEST(OnnxOps, GatherAndScatterElements) {
+  Graph g;
+  g.Input("x", {2, 3});
+  g.Input("zeros", {2, 3});
+  g.Ints("idx", {2, 0, 1, 1}, {2, 2});
+  AddIntAttr(g.Node("GatherElements", {"x", "idx"}, {"y"}), "axis", 1);
+  AddIntAttr(g.Node("ScatterElements", {"zeros", "idx", "y"}, {"z"}), "axis", 1);
+  g.Output("y");
+  g.Output("z");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Literal x = Iota(Shape(PrimitiveType::F32, {2, 3}));
+  auto outs = RunModel(**m, {Iota(x.shape()), Literal(x.shape())});
+  ASSERT_EQ(outs.size(), 2u);
+  std::vector<double> y = {x.GetDouble(2), x.GetDouble(0), x.GetDouble(4), x.GetDouble(4)};
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(outs[0].GetDouble(i), y[i]);
+  std::vector<double> z = {x.GetDouble(0), 0, x.GetDouble(2), 0, x.GetDouble(4), 0};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(outs[1].GetDouble(i), z[i]) << i;
+}
+
+TEST(OnnxOps, SoftmaxAndWhereBroadcast) {
+  Graph g;
+  g.Input("x", {2, 3});
+  g.Input("c", {3}, onnx::TensorProto::BOOL);
+  AddIntAttr(g.Node("Softmax", {"x"}, {"s"}), "axis", -1);
+  g.Node("Where", {"c", "s", "x"}, {"w"});
+  g.Output("s");
+  g.Output("w");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Literal c(Shape(PrimitiveType::PRED, {3}));
+  c.SetInt(1, 1);
+  Literal x = Iota(Shape(PrimitiveType::F32, {2, 3}));
+  auto outs = RunModel(**m, {Iota(x.shape()), std::move(c)});
+  ASSERT_EQ(outs.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    double denom = 0;
+    for (int k = 0; k < 3; ++k) denom += std::exp(x.GetDouble(r * 3 + k));
+    for (int k = 0; k < 3; ++k) {
+      double s = std::exp(x.GetDouble(r * 3 + k)) / denom;
+      EXPECT_NEAR(outs[0].GetDouble(r * 3 + k), s, 1e-6);
+      EXPECT_NEAR(outs[1].GetDouble(r * 3 + k), k == 1 ? s : x.GetDouble(r * 3 + k), 1e-6);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace meshsplit
+#endif  // MESHSPLIT_HAVE_ONNX
