@@ -263,9 +263,10 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
   if (!CanPropagateThrough(instr, aggr)) return false;
   if (Has(instr) && Get(instr).IsManual()) return false;
   std::vector<const Instruction*> sources;
-  for (const Instruction* op : instr->operands())
-    if (Has(op)) sources.push_back(op);
-  SetContext("forward from operands", sources, aggr);
+  if (Recording())
+    for (const Instruction* op : instr->operands())
+      if (Has(op)) sources.push_back(op);
+  SetContext("forward from operands", std::move(sources), aggr);
   const Opcode opc = instr->opcode();
   const OpShardingRule& rule = Rule(instr);
   const bool custom_tuple = opc == Opcode::kCustomCall && instr->shape().IsTuple();

@@ -123,7 +123,7 @@ const PSharding& Propagator::Get(const Instruction* i) const {
 }
 
 void Propagator::Set(const Instruction* i, PSharding s) {
-  s = NormalizeToShape(s, i->shape());
+  if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
   int id = Id(i);
   if (recording_ && report_ != nullptr) {
     ShardingProvenance p;
@@ -164,7 +164,7 @@ bool Propagator::IsCustomCallTarget(const Instruction* i, const char* target) co
 bool Propagator::MaybeImprove(const Instruction* i, PSharding s, bool may_combine,
                               bool allow_aggressive) {
   const PSharding* cur = Has(i) ? &Get(i) : nullptr;
-  s = NormalizeToShape(s, i->shape());
+  if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
   auto r = ReturnImprovedSharding(std::move(s), cur, i->shape(), may_combine,
                                   allow_aggressive);
   if (!r) return false;

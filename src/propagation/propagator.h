@@ -133,12 +133,15 @@ class Propagator {
   bool MaybeImproveSub(const Instruction* i, PSharding s, int64_t index,
                        bool may_combine, bool allow_aggressive = false);
   // Provenance context of the assignment being made.
-  void SetContext(std::string how, std::vector<const Instruction*> sources,
+  // Only stored when a report is requested (this runs for every inference).
+  void SetContext(std::string_view how, std::vector<const Instruction*> sources,
                   int aggressiveness) {
-    ctx_how_ = std::move(how);
-    ctx_sources_ = std::move(sources);
     ctx_aggr_ = aggressiveness;
+    if (report_ == nullptr) return;
+    ctx_how_.assign(how.data(), how.size());
+    ctx_sources_ = std::move(sources);
   }
+  bool Recording() const { return report_ != nullptr; }
 
   // Forward / backward inference (infer_forward.cc, infer_backward.cc).
   bool InferFromOperands(Instruction* i, int aggressiveness);
