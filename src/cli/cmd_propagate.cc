@@ -1,6 +1,6 @@
-// `meshsplit propagate FILE [--json] [--explain NAME] [--strict]`: runs sharding
-// propagation and prints the module, a JSON map of shardings, or how one
-// instruction got its sharding.
+// `meshsplit propagate FILE [--json] [--explain NAME] [--strict] [--print-rules]`:
+// runs sharding propagation and prints the module, a JSON map of shardings,
+// how one instruction got its sharding, or the op rules it read.
 #include <iostream>
 #include <memory>
 #include <set>
@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "import/load.h"
 #include "ir/computation.h"
 #include "propagation/op_rules.h"
 #include "propagation/propagation.h"
@@ -25,6 +26,7 @@ struct PropagateOptions {
   bool spmd = true;
   bool to_output = false;
   bool to_parameters = false;
+  bool print_rules = false;
 };
 
 const Instruction* FindInstruction(const Module& m, const std::string& name) {
@@ -104,9 +106,18 @@ void Explain(const Module& m, const PropagationReport& report,
 int RunPropagate(const PropagateOptions& opts) {
   if (opts.file.empty())
     return ReportError(Status::Error("propagate: missing input FILE"));
-  auto module_or = ParseModuleFile(opts.file);
+  auto module_or = LoadModule(opts.file);
   if (!module_or.ok()) return ReportError(module_or.status());
   Module& module = **module_or;
+  if (opts.print_rules) {
+    // The factor rule of every instruction, as propagation reads it.
+    for (const auto& c : module.computations())
+      for (const auto& i : c->instructions())
+        std::cout << i->name() << ": "
+                  << propagation::RuleToString(propagation::GetOpShardingRule(*i))
+                  << "\n";
+    return 0;
+  }
   PropagationOptions options;
   options.is_spmd = opts.spmd;
   options.strict = opts.strict;
@@ -147,6 +158,8 @@ const bool registered = RegisterCommand(
       app->add_option("--explain", opts->explain,
                       "print how instruction NAME got its sharding");
       app->add_flag("--strict", opts->strict, "ops without a sharding rule are errors");
+      app->add_flag("--print-rules", opts->print_rules,
+                    "print each instruction's sharding rule (factors) and exit");
       app->add_flag("!--no-spmd", opts->spmd, "XLA's non-SPMD (MPMD) propagation mode");
       app->add_flag("--propagate-to-output", opts->to_output,
                     "allow changing the entry result's sharding");
