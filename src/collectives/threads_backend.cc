@@ -326,10 +326,11 @@ Status ThreadsCommunicator::AllReduce(const void* input, void* output,
   // touched by its owner, which reads a chunk of every input before writing
   // that chunk of the outputs. Small: every member reduces everything into
   // its own output (no remote writes), which needs its input kept apart from
-  // its output. With G == 1 nobody else reads the input.
+  // its output. With G == 1 nobody else reads the input. A partial overlap
+  // (neither apart nor the same buffer) is always copied aside.
   const bool sliced = g > 1 && bytes >= kSlicedAllReduceBytes;
   const void* published = input;
-  if (local.ok() && !sliced && g > 1)
+  if (local.ok() && (input != output || (!sliced && g > 1)))
     published = Detach(input, bytes, output, bytes);
   MS_RETURN_IF_ERROR(Start(desc, published, output, local));
 

@@ -268,7 +268,7 @@ TEST(ThreadsErrorsTest, WorldReusedAcrossRuns) {
 TEST(ThreadsErrorsTest, SleepingWaitersAreWoken) {
   for (int n : {2, 5}) {
     ThreadsWorld world(n);
-    world.set_wait_policy(/*spin_iterations=*/0, /*yield_microseconds=*/0);
+    world.set_wait_policy(/*spin_microseconds=*/0, /*yield_microseconds=*/0);
     Status s = RunOnThreads(world, [&](int d, Communicator& c) {
       for (int r = 0; r < 300; ++r) {
         int32_t v = d, out = 0;

@@ -191,6 +191,28 @@ TEST(ThreadsAllReduceTest, FixedOrderIsObservable) {
   }
 }
 
+// Output overlapping the input at an offset (neither apart nor in place),
+// on both the small and the sliced path.
+TEST(ThreadsAllReduceTest, PartialOverlap) {
+  for (int n : {2, 3}) {
+    for (int64_t count : {int64_t{100}, int64_t{20000}}) {
+      const int64_t shift = 5;
+      std::vector<std::vector<int32_t>> buf(n, std::vector<int32_t>(count + shift));
+      for (int d = 0; d < n; ++d)
+        for (int64_t i = 0; i < count; ++i) buf[d][i] = (d + 1) * 1000 + static_cast<int32_t>(i);
+      Status s = testing::RunWithDeadline(n, [&](int d, Communicator& c) {
+        return c.AllReduce(buf[d].data(), buf[d].data() + shift, PrimitiveType::S32, count,
+                           ReductionKind::kAdd, {});
+      });
+      ASSERT_TRUE(s.ok()) << s.message();
+      for (int d = 0; d < n; ++d)
+        for (int64_t i = 0; i < count; ++i)
+          ASSERT_EQ(buf[d][i + shift], n * (n + 1) / 2 * 1000 + n * static_cast<int32_t>(i))
+              << "n=" << n << " count=" << count << " device " << d << " i=" << i;
+    }
+  }
+}
+
 // reduce-scatter: the input of shape dims is reduced over the group and the
 // member at position p keeps block p along `dimension`.
 void CheckReduceScatter(int n, const testing::GroupConfig& cfg,
