@@ -168,6 +168,28 @@ ENTRY e {
   EXPECT_EQ(it->second.back().rule, "elementwise");
 }
 
+TEST_F(PropagationTest, CsePreventionOnlyMarksScalarBroadcasts) {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  p0 = f32[] parameter(0), sharding={replicated}
+  br = f32[4] broadcast(p0), dimensions={}
+  a = f32[4] add(br, br)
+  p1 = f32[4] parameter(1), sharding={devices=[2]0,1}
+  m = f32[4] multiply(a, p1)
+  ROOT c = f32[4] copy(m), sharding={devices=[2]0,1}
+})";
+  PropagationOptions o;
+  o.cse_prevention_only = true;
+  ASSERT_TRUE(Run(text, o).ok());
+  EXPECT_TRUE(Same("br", "{devices=[2]0,1}"));
+  EXPECT_EQ(S("a"), "<none>");  // everything else is restored
+  EXPECT_EQ(S("m"), "<none>");
+  // A normal run afterwards drops the CSE-prevention sharding first.
+  Instruction* br = module_->entry()->Find("br");
+  ASSERT_NE(br, nullptr);
+  EXPECT_NE(br->sharding()->ToString(true).find("cse_prevention"), std::string::npos);
+}
+
 // The public XLA propagation corpus: the pass rate must not drop below the
 // rate reached when this test was written (203 of 203).
 TEST(ConformanceTest, XlaPropagationCorpusDoesNotRegress) {
