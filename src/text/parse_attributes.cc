@@ -77,10 +77,13 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     size_t end = lex_.ScanBalanced(value_pos, 64);
     if (end == Lexer::kNpos) return Error(value_pos, 1, "unbalanced '{' in sharding");
     std::string_view text = lex_.text().substr(value_pos, end - value_pos);
-    StatusOr<Sharding> sharding = Sharding::Parse(text);
-    if (!sharding.ok())
-      return Error(value_pos, text.size(),
-                   "invalid sharding: " + sharding.status().message());
+    size_t error_offset = 0;
+    StatusOr<Sharding> sharding = Sharding::Parse(text, &error_offset);
+    if (!sharding.ok()) {
+      // The sharding parser reports where in its text it failed.
+      size_t at = std::min(error_offset, text.size() - 1);
+      return Error(value_pos + at, 1, "invalid sharding: " + sharding.status().message());
+    }
     instr->set_sharding(std::move(sharding).value());
     lex_.set_pos(end);
     return true;
