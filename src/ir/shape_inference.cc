@@ -394,7 +394,7 @@ StatusOr<Shape> Inferrer::Broadcast() {
 }
 
 StatusOr<Shape> Inferrer::DynamicSlice() {
-  MS_RETURN_IF_ERROR(CountAtLeast(2));
+  MS_RETURN_IF_ERROR(CountAtLeast(1));  // a scalar operand has no indices
   MS_RETURN_IF_ERROR(AllArrays());
   const Shape& operand = op(0);
   const bool vector_form = n() == 2 && operand.rank() != 1 && op(1).rank() == 1;
@@ -422,7 +422,7 @@ StatusOr<Shape> Inferrer::DynamicSlice() {
 }
 
 StatusOr<Shape> Inferrer::DynamicUpdateSlice() {
-  MS_RETURN_IF_ERROR(CountAtLeast(3));
+  MS_RETURN_IF_ERROR(CountAtLeast(2));  // scalars have no indices
   MS_RETURN_IF_ERROR(AllArrays());
   const Shape& operand = op(0);
   const Shape& update = op(1);

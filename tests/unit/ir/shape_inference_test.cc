@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "ir/computation.h"
 #include "ir/verifier.h"
 #include "text/parser.h"
 
@@ -210,6 +211,21 @@ TEST(ShapeInferenceTest, AbsOfComplexIsReal) {
   a = c64[3] parameter(0)
   ROOT r = f32[3] abs(a))"),
             "f32[3]");
+}
+
+TEST(ShapeInferenceTest, DynamicSliceOfScalarNeedsNoIndices) {
+  // Built directly: XLA allows this form (the partitioner emits it), the
+  // text parser does not accept it yet.
+  Computation c("c");
+  Instruction* p = c.AddInstruction(std::make_unique<Instruction>(
+      Opcode::kParameter, "p", Shape(PrimitiveType::F32, {})));
+  auto ds = std::make_unique<Instruction>(Opcode::kDynamicSlice, "ds",
+                                          Shape(PrimitiveType::F32, {}));
+  ds->AppendOperand(p);
+  Instruction* d = c.AddInstruction(std::move(ds));
+  StatusOr<Shape> shape = InferShape(*d);
+  ASSERT_TRUE(shape.ok()) << shape.status().message();
+  EXPECT_EQ(shape->ToString(false), "f32[]");
 }
 
 TEST(ShapeInferenceTest, ErrorsNameOpcodeInstructionAndValues) {
