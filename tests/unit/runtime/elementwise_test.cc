@@ -217,6 +217,16 @@ TEST(Elementwise, ConvertSaturatesAndRounds) {
   ExpectNear(RunHlo(Unary("s32[2]", "convert", "f32[2]"), {s}), {16777216, -3}, 0);
 }
 
+TEST(Elementwise, ConvertF64ToBf16RoundsOnce) {
+  // 1 + 2^-8 + 2^-40 lies just above the bf16 tie 1 + 2^-8, so it rounds up
+  // to 1 + 2^-7; going through f32 first would land exactly on the tie and
+  // round down to 1 (double rounding). Below the tie: rounds down.
+  Literal d = Make(PrimitiveType::F64, {2}, {1.0 + 1.0 / 256 + std::ldexp(1.0, -40), 1.0 + 1.0 / 256 - std::ldexp(1.0, -40)});
+  Literal r = RunHlo(Unary("f64[2]", "convert", "bf16[2]"), {d});
+  EXPECT_EQ(r.data<uint16_t>()[0], 0x3f81);
+  EXPECT_EQ(r.data<uint16_t>()[1], 0x3f80);
+}
+
 TEST(Elementwise, Bf16ArithmeticRoundsOnStore) {
   // bf16 has 8 significant bits: 1 + 2^-8 is not representable.
   Literal a = Make(PrimitiveType::BF16, {3}, {1.0, 256, 3});
