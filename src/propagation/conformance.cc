@@ -76,6 +76,16 @@ StatusOr<PropagationOptions> ParseConformanceOptions(const std::string& line) {
     } else if (key == "allow_spmd_sharding_propagation_to_output") {
       MS_ASSIGN_OR_RETURN(o.allow_spmd_sharding_propagation_to_output,
                           ParseBoolList(val));
+    } else if (key == "execution_threads") {
+      std::string v = val;
+      if (!v.empty() && v.front() == '{') v = v.substr(1);
+      if (!v.empty() && v.back() == '}') v.pop_back();
+      o.execution_threads.clear();
+      for (std::string t : Split(v, ',')) {
+        if (!t.empty() && t.front() == '"') t = t.substr(1);
+        if (!t.empty() && t.back() == '"') t.pop_back();
+        if (!t.empty()) o.execution_threads.push_back(t);
+      }
     } else if (key == "allow_spmd_sharding_propagation_to_parameters") {
       MS_ASSIGN_OR_RETURN(o.allow_spmd_sharding_propagation_to_parameters,
                           ParseBoolList(val));

@@ -207,7 +207,14 @@ Status Propagator::Init() {
   id_.Reserve(total + 16);
   instrs_.reserve(total + 1);
   for (const auto& c : module_.computations()) {
-    computations_.push_back(c.get());
+    // Only computations of the requested execution threads are propagated
+    // ("main" is the thread of computations that name none).
+    const std::string& thread =
+        c->execution_thread().empty() ? std::string("main") : c->execution_thread();
+    const auto& threads = options_.execution_threads;
+    if (threads.empty() ||
+        std::find(threads.begin(), threads.end(), thread) != threads.end())
+      computations_.push_back(c.get());
     for (const auto& instr : c->instructions()) {
       id_.Put(instr.get(), (int)instrs_.size());
       instrs_.push_back(instr.get());

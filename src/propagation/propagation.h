@@ -31,6 +31,8 @@ struct PropagationOptions {
   bool propagate_metadata = false;
   // Ops without a sharding rule are an error instead of a warning.
   bool strict = false;
+  // Execution threads whose computations are propagated; empty = all.
+  std::vector<std::string> execution_threads;
 };
 
 // One step of how an instruction got its sharding.
