@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "import/load.h"
 #include "cli/verify_diagnostics.h"
 #include "ir/verifier.h"
 #include "text/parser.h"
@@ -25,7 +26,7 @@ const bool kRegistered = RegisterCommand(
                     "Check the errors against // expected-error comments (tests)");
       return [=]() {
         if (*verify_diagnostics) return RunVerifyDiagnostics(*file);
-        StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(*file);
+        StatusOr<std::unique_ptr<Module>> module = LoadModule(*file);
         if (!module.ok()) return ReportError(module.status());
         if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
         PrintOptions options;

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "import/load.h"
 #include "cli/passes.h"
 #include "text/parser.h"
 #include "text/printer.h"
@@ -43,7 +44,7 @@ int RunOpt(const OptOptions& opts) {
     }
     pipeline.push_back(info->create());
   }
-  auto module_or = ParseModuleFile(opts.file);
+  auto module_or = LoadModule(opts.file);
   if (!module_or.ok()) return ReportError(module_or.status());
   Module& module = **module_or;
   int index = 0;

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "partitioner/partitioner.h"
 #include "text/parser.h"
 #include "text/printer.h"
@@ -21,6 +22,7 @@ struct PartitionCliOptions {
   int64_t num_partitions = 0;
   bool no_propagate = false;
   bool strict = false;
+  ShardFlags shard;
 };
 
 [[maybe_unused]] const Status& StatusOf(const Status& s) { return s; }
@@ -30,7 +32,7 @@ template <typename T>
 }
 
 int RunPartition(const PartitionCliOptions& opts) {
-  auto module_or = ParseModuleFile(opts.file);
+  auto module_or = LoadShardedModule(opts.file, opts.shard);
   if (!module_or.ok()) return ReportError(module_or.status());
   Module& module = **module_or;
   if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
@@ -64,6 +66,7 @@ const bool registered = RegisterCommand(
                     "partition with the annotations as given (unannotated = replicated)");
       app->add_flag("--strict", opts->strict,
                     "fail instead of replicating ops that have no partitioning rule");
+      AddShardFlags(app, &opts->shard);
       return [opts]() { return RunPartition(*opts); };
     });
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "runtime/run_module.h"
 #include "spmd/run_spmd.h"
 #include "text/parser.h"
@@ -23,10 +24,11 @@ struct RunFlags {
   bool partitioned = false;
   bool no_propagate = false;
   std::string backend = "threads";
+  ShardFlags shard;
 };
 
 int RunCommand(const RunFlags& flags) {
-  StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(flags.file);
+  StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   const bool spmd = flags.num_partitions > 1 || flags.partitioned;
@@ -80,6 +82,7 @@ const bool kRegistered = RegisterCommand(
       app->add_flag("--no-propagate", flags->no_propagate,
                     "With --num-partitions: skip sharding propagation");
       app->add_option("--backend", flags->backend, "Collectives backend: threads");
+      AddShardFlags(app, &flags->shard);
       return [flags]() { return RunCommand(*flags); };
     });
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
 
@@ -24,6 +25,7 @@ struct VerifyFlags {
   bool strict = false;
   bool json = false;
   std::string backend = "threads";
+  ShardFlags shard;
 };
 
 // Devices the module's shardings name: 1 + the largest id (0 if none).
@@ -51,7 +53,7 @@ int RunVerify(const VerifyFlags& flags) {
   if (flags.backend != "threads")
     return ReportError(Status::Error("verify: backend '" + flags.backend +
                                      "' is not available (only 'threads')"));
-  StatusOr<std::unique_ptr<Module>> module = ParseModuleFile(flags.file);
+  StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   VerifyOptions options;
@@ -117,6 +119,7 @@ const bool kRegistered = RegisterCommand(
       app->add_flag("--strict", flags->strict, "Partitioner fallbacks are errors");
       app->add_flag("--json", flags->json, "Print one JSON document");
       app->add_option("--backend", flags->backend, "Collectives backend (threads)");
+      AddShardFlags(app, &flags->shard);
       return [flags]() { return RunVerify(*flags); };
     });
 

@@ -1,0 +1,203 @@
+// Sharding spec files: parsing (nlohmann::ordered_json, so mesh axes keep
+// their written major-to-minor order), glob matching and application.
+#include "import/shard_spec.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace meshsplit {
+
+bool GlobMatch(const std::string& pattern, const std::string& name) {
+  // Iterative matcher with one backtrack point for the last '*'.
+  size_t p = 0, n = 0, star = std::string::npos, mark = 0;
+  while (n < name.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == name[n])) {
+      ++p;
+      ++n;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = n;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      n = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& name) {
+  using json = nlohmann::ordered_json;
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const std::exception& e) {
+    return Status::Error(name + ": invalid JSON: " + e.what());
+  }
+  auto err = [&](const std::string& m) { return Status::Error(name + ": " + m); };
+  if (!j.is_object()) return err("the spec must be a JSON object");
+  for (const auto& [key, _] : j.items())
+    if (key != "mesh" && key != "rules" && key != "comment")
+      return err("unknown key '" + key + "' (expected mesh, rules, comment)");
+  ShardSpec spec;
+  if (j.contains("mesh")) {
+    const json& m = j["mesh"];
+    StatusOr<Mesh> mesh = Status::Error("");
+    if (m.is_string()) {
+      mesh = Mesh::Parse(m.get<std::string>());
+    } else if (m.is_object()) {
+      std::vector<MeshAxis> axes;
+      for (const auto& [axis, size] : m.items()) {
+        if (!size.is_number_integer() || size.get<int64_t>() < 1)
+          return err("mesh axis '" + axis + "' needs a positive integer size");
+        axes.push_back({axis, size.get<int64_t>()});
+      }
+      mesh = Mesh::Create(std::move(axes));
+    } else {
+      return err("\"mesh\" must be an object {\"axis\": size, ...} or a string \"a=2,b=4\"");
+    }
+    if (!mesh.ok()) return err("mesh: " + mesh.status().message());
+    spec.mesh = std::move(*mesh);
+    spec.has_mesh = true;
+  }
+  if (j.contains("rules")) {
+    if (!j["rules"].is_array()) return err("\"rules\" must be an array");
+    int index = 0;
+    for (const json& r : j["rules"]) {
+      std::string where = "rule " + std::to_string(index++);
+      if (!r.is_object() || !r.contains("match") || !r["match"].is_string())
+        return err(where + ": needs \"match\": \"<glob>\"");
+      ShardRule rule;
+      rule.match = r["match"].get<std::string>();
+      for (const auto& [key, _] : r.items())
+        if (key != "match" && key != "dims" && key != "replicated" && key != "comment")
+          return err(where + " ('" + rule.match + "'): unknown key '" + key + "'");
+      bool has_dims = r.contains("dims");
+      rule.replicated = r.contains("replicated") && r["replicated"] == true;
+      if (has_dims == rule.replicated)
+        return err(where + " ('" + rule.match +
+                   "'): give exactly one of \"dims\": [...] or \"replicated\": true");
+      if (has_dims) {
+        if (!r["dims"].is_array()) return err(where + ": \"dims\" must be an array");
+        for (const json& d : r["dims"]) {
+          std::vector<std::string> axes;
+          if (d.is_string()) {
+            axes.push_back(d.get<std::string>());
+          } else if (d.is_array()) {
+            for (const json& a : d) {
+              if (!a.is_string()) return err(where + ": axis names must be strings");
+              axes.push_back(a.get<std::string>());
+            }
+          } else if (!d.is_null()) {
+            return err(where + ": each dim is null, an axis name or a list of axis names");
+          }
+          rule.dims.push_back(std::move(axes));
+        }
+      }
+      spec.rules.push_back(std::move(rule));
+    }
+  }
+  return spec;
+}
+
+StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) {
+  if (!spec.has_mesh) return Status::Error("the sharding spec has no mesh (give --mesh)");
+  Computation* entry = module.entry();
+  if (!entry) return Status::Error("module has no entry computation");
+  // Check every rule's axes up front so a typo fails even if nothing matches.
+  for (const ShardRule& rule : spec.rules)
+    for (const auto& axes : rule.dims)
+      for (const auto& axis : axes)
+        if (!spec.mesh.AxisIndex(axis))
+          return Status::Error("rule '" + rule.match + "': unknown mesh axis '" + axis +
+                               "' (mesh is " + spec.mesh.ToString() + ")");
+  ShardSpecReport report;
+  std::vector<bool> used(spec.rules.size(), false);
+  std::vector<Instruction*> targets;
+  for (const auto& instr : entry->instructions())
+    if (instr->opcode() == Opcode::kParameter || instr->opcode() == Opcode::kConstant)
+      targets.push_back(instr.get());
+  for (Instruction* instr : targets) {
+    for (size_t r = 0; r < spec.rules.size(); ++r) {
+      const ShardRule& rule = spec.rules[r];
+      if (!GlobMatch(rule.match, instr->name())) continue;
+      used[r] = true;
+      if (!instr->shape().IsArray())
+        return Status::Error("rule '" + rule.match + "' matches '" + instr->name() +
+                             "', which is not an array");
+      Sharding sharding = Sharding::Replicate();
+      if (!rule.replicated) {
+        if (static_cast<int64_t>(rule.dims.size()) != instr->shape().rank())
+          return Status::Error("rule '" + rule.match + "' has " +
+                               std::to_string(rule.dims.size()) + " dims but '" +
+                               instr->name() + "' is " + instr->shape().ToString(false));
+        for (int64_t d = 0; d < instr->shape().rank(); ++d) {
+          int64_t ways = 1;
+          for (const auto& axis : rule.dims[d])
+            ways *= spec.mesh.axes()[*spec.mesh.AxisIndex(axis)].size;
+          if (instr->shape().dimensions(d) % ways != 0)
+            std::cerr << "warning: '" << instr->name() << "' dim " << d << " (size "
+                      << instr->shape().dimensions(d) << ") does not divide evenly over "
+                      << ways << " devices; it will be padded\n";
+        }
+        auto s = MeshSplit(spec.mesh, rule.dims, instr->shape().rank());
+        if (!s.ok())
+          return Status::Error("rule '" + rule.match + "' on '" + instr->name() +
+                               "': " + s.status().message());
+        sharding = std::move(*s);
+      }
+      if (instr->opcode() == Opcode::kParameter) {
+        instr->set_sharding(std::move(sharding));
+      } else {
+        // Constants are often folded or shared; annotate the value where it
+        // is used rather than the constant itself.
+        std::vector<Instruction*> users = instr->users();
+        auto ann = std::make_unique<Instruction>(
+            Opcode::kCustomCall, module.UniqueInstructionName(instr->name() + ".sharding"),
+            instr->shape());
+        ann->AppendOperand(instr);
+        ann->mutable_attrs().custom_call_target = "Sharding";
+        ann->set_sharding(std::move(sharding));
+        Instruction* a = entry->AddInstruction(std::move(ann));
+        for (Instruction* u : users)
+          for (int i = 0; i < u->operand_count(); ++i)
+            if (u->operand(i) == instr) u->ReplaceOperand(i, a);
+        if (entry->root() == instr) entry->set_root(a);
+      }
+      ++report.annotated;
+      break;  // the first matching rule wins
+    }
+  }
+  for (size_t r = 0; r < spec.rules.size(); ++r)
+    if (!used[r]) report.unmatched.push_back(spec.rules[r].match);
+  entry->SortTopologically();
+  module.set_num_partitions(spec.mesh.num_devices());
+  return report;
+}
+
+Status ApplyShardSpec(Module& module, const std::string& path,
+                      const std::string& mesh_override) {
+  std::ifstream in(path);
+  if (!in) return Status::Error(path + ": cannot open sharding spec");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  MS_ASSIGN_OR_RETURN(ShardSpec spec, ParseShardSpec(ss.str(), path));
+  if (!mesh_override.empty()) {
+    auto mesh = Mesh::Parse(mesh_override);
+    if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
+    spec.mesh = std::move(*mesh);
+    spec.has_mesh = true;
+  }
+  auto report = ApplyShardSpec(module, spec);
+  if (!report.ok()) return Status::Error(path + ": " + report.status().message());
+  for (const auto& m : report->unmatched)
+    std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor\n";
+  return Status::Ok();
+}
+
+}  // namespace meshsplit

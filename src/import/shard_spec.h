@@ -1,0 +1,52 @@
+// Sharding spec files (`--shard SPEC.json`): a mesh and glob rules that map
+// tensor names (entry parameters and named constants, e.g. ONNX inputs and
+// initializers) to mesh axes. Applied to a module before propagation; the
+// schema is documented in docs/shard_spec.md.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/module.h"
+#include "sharding/mesh.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+struct ShardRule {
+  std::string match;                            // glob: * any run, ? one char
+  bool replicated = false;                      // "replicated": true
+  std::vector<std::vector<std::string>> dims;   // per tensor dim: mesh axes
+};
+
+struct ShardSpec {
+  Mesh mesh;
+  bool has_mesh = false;
+  std::vector<ShardRule> rules;
+};
+
+// Parses spec JSON text; `name` is used in messages.
+StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& name);
+
+// True if `name` matches the glob `pattern` (whole name).
+bool GlobMatch(const std::string& pattern, const std::string& name);
+
+struct ShardSpecReport {
+  int annotated = 0;                    // tensors that received a sharding
+  std::vector<std::string> unmatched;   // rules that matched nothing
+};
+
+// Applies the first matching rule to every entry parameter and constant of
+// the entry computation: parameters get the sharding directly, constants get
+// a `custom-call(Sharding)` annotation in front of their users. Sets the
+// module's num_partitions to the mesh size. Errors: unknown axis, rank
+// mismatch, axis used twice, missing mesh.
+StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec);
+
+// Reads `path`, applies it (a non-empty `mesh_override`, "data=2,model=4",
+// replaces the file's mesh) and prints a warning on stderr for each rule that
+// matched nothing.
+Status ApplyShardSpec(Module& module, const std::string& path,
+                      const std::string& mesh_override = "");
+
+}  // namespace meshsplit
