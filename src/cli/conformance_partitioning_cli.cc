@@ -16,6 +16,18 @@ int RunPartitioningCorpus(const std::string& dir, bool verbose) {
     double v = std::atof(t);
     if (v > 0) options.timeout_seconds = v;
   }
+  if (const char* sh = std::getenv("MESHSPLIT_CONFORMANCE_SHARD")) {
+    // "i/n"
+    long long i = 0, n = 1;
+    if (std::sscanf(sh, "%lld/%lld", &i, &n) == 2 && n > 0 && i >= 0 && i < n) {
+      options.shard = i;
+      options.num_shards = n;
+    }
+  }
+  if (const char* w = std::getenv("MESHSPLIT_CONFORMANCE_WALL_FACTOR")) {
+    double v = std::atof(w);
+    if (v >= 1) options.wall_factor = v;
+  }
   auto summary = RunPartitioningConformance(dir, options, [&](const PartitioningCaseResult& r) {
     switch (r.outcome) {
       case CaseOutcome::kPassed:

@@ -103,9 +103,6 @@ std::string OneLine(std::string s, size_t max_chars = 600) {
   return s;
 }
 
-// Wall-clock backstop, as a multiple of the CPU-time limit.
-constexpr double kWallFactor = 4;
-
 std::string ErrPath(pid_t pid) {
   return (fs::temp_directory_path() / ("meshsplit_conformance_" + std::to_string(pid) + ".err"))
       .string();
@@ -174,7 +171,7 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
     if (w == pid) break;
     double elapsed =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (elapsed > options.timeout_seconds * kWallFactor) {
+    if (elapsed > options.timeout_seconds * options.wall_factor) {
       kill(pid, SIGKILL);
       waitpid(pid, &status, 0);
       timed_out = true;
@@ -192,7 +189,7 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
   std::remove(ErrPath(pid).c_str());
   if (timed_out) {
     std::ostringstream os;
-    os << "timeout (over " << options.timeout_seconds * kWallFactor << " s wall clock)";
+    os << "timeout (over " << options.timeout_seconds * options.wall_factor << " s wall clock)";
     return Make(c, CaseOutcome::kFailed, os.str());
   }
   if (WIFSIGNALED(status) && WTERMSIG(status) == SIGXCPU) {
@@ -348,7 +345,10 @@ StatusOr<PartitioningSummary> RunPartitioningConformance(
   if (ec) return Status::Error("cannot list " + dir + ": " + ec.message());
   std::sort(files.begin(), files.end());
   PartitioningSummary summary;
+  int64_t index = -1;
   for (const std::string& f : files) {
+    ++index;
+    if (options.num_shards > 1 && index % options.num_shards != options.shard) continue;
     StatusOr<PartitioningCase> c = ReadPartitioningCase(f);
     PartitioningCaseResult r;
     if (!c.ok()) {

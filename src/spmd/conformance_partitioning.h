@@ -60,6 +60,11 @@ struct PartitioningConformanceOptions {
   int64_t child_memory_bytes = int64_t{6} << 30;
   // Only cases whose name contains this (empty = all).
   std::string filter;
+  // Run only cases i with i % num_shards == shard (in name order), so that
+  // several runners can split a corpus.
+  int64_t shard = 0, num_shards = 1;
+  // Wall-clock backstop as a multiple of timeout_seconds.
+  double wall_factor = 4;
 };
 
 struct PartitioningSummary {
