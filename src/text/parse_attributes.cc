@@ -80,9 +80,10 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     size_t error_offset = 0;
     StatusOr<Sharding> sharding = Sharding::Parse(text, &error_offset);
     if (!sharding.ok()) {
-      // The sharding parser reports where in its text it failed.
+      // The caret goes under the start of the sharding (tests/errors rely on
+      // that column); the underline reaches the offending character.
       size_t at = std::min(error_offset, text.size() - 1);
-      return Error(value_pos + at, 1, "invalid sharding: " + sharding.status().message());
+      return Error(value_pos, at + 1, "invalid sharding: " + sharding.status().message());
     }
     instr->set_sharding(std::move(sharding).value());
     lex_.set_pos(end);

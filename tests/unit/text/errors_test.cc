@@ -233,15 +233,15 @@ TEST(ParseErrorTest, TruncationsAndMutationsOfACorpusFile) {
 namespace meshsplit {
 namespace {
 
-TEST(ParseErrorTest, InvalidShardingPointsIntoTheSharding) {
-  std::string err = ErrorOf(Entry("  p = f32[2] parameter(0), sharding={devices=[2]0,1,2}\n"));
-  // The error is inside the sharding text, which starts at column 37.
-  EXPECT_EQ(err.substr(0, 2), "3:") << err;
-  int column = std::stoi(err.substr(2, err.find(':', 2) - 2));
-  EXPECT_GE(column, 37) << err;
-  EXPECT_LE(column, 37 + static_cast<int>(std::string("{devices=[2]0,1,2}").size())) << err;
-  EXPECT_NE(err.find("error: invalid sharding: "), std::string::npos) << err;
-  EXPECT_EQ(err.find("of the sharding)"), std::string::npos) << err;
+TEST(ParseErrorTest, InvalidShardingPointsAtTheSharding) {
+  auto m = ParseModuleText(Entry("  p = f32[2] parameter(0), sharding={devices=[2]0,1,2}\n"));
+  ASSERT_FALSE(m.ok());
+  const SourceLoc& loc = m.status().loc();
+  EXPECT_EQ(loc.line, 3);
+  EXPECT_EQ(loc.column, 37);  // the '{' of the sharding
+  EXPECT_GT(loc.length, 1);   // underlined up to the offending character
+  EXPECT_LE(loc.length, static_cast<int>(std::string("{devices=[2]0,1,2}").size()));
+  EXPECT_EQ(m.status().message().rfind("invalid sharding: ", 0), 0u) << m.status().message();
 }
 
 }  // namespace
