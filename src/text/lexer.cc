@@ -8,6 +8,8 @@ namespace meshsplit::text_internal {
 
 Lexer::Lexer(std::shared_ptr<const SourceFile> file)
     : file_(std::move(file)), text_(file_->text) {
+  // A UTF-8 byte order mark is not part of the text.
+  if (text_.substr(0, 3) == "\xEF\xBB\xBF") pos_ = 3;
   line_starts_.push_back(0);
   const char* begin = text_.data();
   const char* end = begin + text_.size();

@@ -81,6 +81,12 @@ TEST(ParserTest, LastComputationIsEntryWithoutMarkerAndLastInstructionIsRoot) {
   EXPECT_EQ(m->entry()->root()->name(), "c");
 }
 
+TEST(ParserTest, ByteOrderMarkAndCrLfLineEndings) {
+  auto m = Parse("\xEF\xBB\xBFHloModule m\r\nENTRY e {\r\n  ROOT p = f32[2] parameter(0)\r\n}\r\n");
+  ASSERT_NE(m, nullptr);
+  EXPECT_EQ(m->entry()->root()->loc().line, 3);
+}
+
 TEST(ParserTest, ModuleWithoutHeaderGetsDefaultName) {
   auto m = Parse("ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
   ASSERT_NE(m, nullptr);
