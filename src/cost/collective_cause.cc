@@ -1,0 +1,138 @@
+// Attribution of collectives to the original program (collective_cause.h).
+// Original instructions keep their names in the partitioned program, while
+// the partitioner's helpers (slices, pads, collectives, partition-id
+// arithmetic) get fresh names; so the nearest originally-named producer is
+// the value being moved and the nearest originally-named user the consumer.
+#include "cost/collective_cause.h"
+
+#include <deque>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "ir/opcode.h"
+
+namespace meshsplit {
+namespace {
+
+using NameIndex = std::unordered_map<std::string, const Instruction*>;
+
+NameIndex IndexByName(const Module& m) {
+  NameIndex out;
+  for (const auto& c : m.computations())
+    for (const auto& i : c->instructions()) out.emplace(i->name(), i.get());
+  return out;
+}
+
+bool IsHelper(const Instruction* i) {
+  switch (i->opcode()) {
+    case Opcode::kConstant:
+    case Opcode::kPartitionId:
+    case Opcode::kIota:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// Breadth-first over operands (backward) or users (forward) to the first
+// instruction whose name, opcode and computation match an original one.
+const Instruction* Nearest(const Instruction* start, const NameIndex& orig,
+                           bool backward) {
+  std::deque<const Instruction*> queue;
+  std::unordered_set<const Instruction*> seen{start};
+  auto push_next = [&](const Instruction* i) {
+    const auto& next = backward ? i->operands() : i->users();
+    for (const Instruction* n : next)
+      if (!IsHelper(n) && seen.insert(n).second) queue.push_back(n);
+  };
+  push_next(start);
+  while (!queue.empty() && seen.size() < 4096) {
+    const Instruction* i = queue.front();
+    queue.pop_front();
+    auto it = orig.find(i->name());
+    if (it != orig.end() && it->second->opcode() == i->opcode()) return i;
+    push_next(i);
+  }
+  return nullptr;
+}
+
+std::string ShardingText(const Instruction* i) {
+  if (!i || !i->has_sharding()) return "{replicated}";
+  return i->sharding()->ToString(false);
+}
+
+}  // namespace
+
+std::string CollectiveCause::ToString() const {
+  std::string out;
+  if (!source.empty()) out += source + " (" + source_op + "): ";
+  out += rule;
+  if (!from_sharding.empty() || !to_sharding.empty())
+    out += " " + from_sharding + " -> " + to_sharding;
+  if (!consumer.empty()) out += " for " + consumer;
+  if (!annotation.empty()) out += "; root annotation: " + annotation;
+  return out;
+}
+
+CollectiveCauseFinder::CollectiveCauseFinder(
+    const Module& original, std::function<std::string(const std::string&)> root_annotation)
+    : by_name_(IndexByName(original)), root_annotation_(std::move(root_annotation)) {}
+
+CollectiveCause CollectiveCauseFinder::Find(const Instruction& collective) const {
+  const NameIndex& orig = by_name_;
+  const auto& root_annotation = root_annotation_;
+  CollectiveCause cause;
+  const Instruction* src = Nearest(&collective, orig, /*backward=*/true);
+  // The collective itself may keep an original name (a value the partitioner
+  // replaced by its collective, e.g. the root).
+  const Instruction* dst = nullptr;
+  if (collective.IsRoot() || collective.users().empty()) {
+    dst = nullptr;
+  } else {
+    dst = Nearest(&collective, orig, /*backward=*/false);
+  }
+  const Instruction* osrc = src ? orig.at(src->name()) : nullptr;
+  const Instruction* odst = dst ? orig.at(dst->name()) : nullptr;
+  if (osrc) {
+    cause.source = osrc->name();
+    cause.source_op = std::string(OpcodeName(osrc->opcode()));
+  }
+  if (odst) cause.consumer = odst->name();
+  const Opcode kind = collective.opcode();
+  const bool reduces = kind == Opcode::kAllReduce || kind == Opcode::kReduceScatter;
+  const bool contraction = osrc && (osrc->opcode() == Opcode::kDot ||
+                                    osrc->opcode() == Opcode::kConvolution ||
+                                    osrc->opcode() == Opcode::kReduce);
+  if (reduces && contraction) {
+    // The op rule left partial sums (contracted / reduced dim was sharded);
+    // the collective sums them into the sharding the result asked for.
+    cause.rule = "partial sums of " + cause.source_op + " (sharded contracted dim)";
+    cause.from_sharding = "partial";
+    cause.to_sharding = ShardingText(osrc);
+  } else if (osrc) {
+    cause.rule = "reshard";
+    cause.from_sharding = ShardingText(osrc);
+    // What the consumer needed: its own sharding when it is elementwise-like;
+    // otherwise the collective's result sharding if the partitioner kept one.
+    if (collective.has_sharding())
+      cause.to_sharding = collective.sharding()->ToString(false);
+    else if (odst)
+      cause.to_sharding = ShardingText(odst);
+    else
+      cause.to_sharding = "?";
+  } else {
+    cause.rule = "inserted by the partitioner";
+  }
+  if (root_annotation) {
+    // The annotation that decided the target layout: the consumer's chain
+    // first (the side that asked for the move), then the source's.
+    std::string root;
+    if (reduces && contraction) root = root_annotation(cause.source);
+    if (root.empty() && !cause.consumer.empty()) root = root_annotation(cause.consumer);
+    if (root.empty() && !cause.source.empty()) root = root_annotation(cause.source);
+    cause.annotation = root;
+  }
+  return cause;
+}
+
+}  // namespace meshsplit
