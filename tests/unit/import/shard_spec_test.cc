@@ -1,0 +1,88 @@
+// Sharding spec files: schema errors, glob matching, application to
+// parameters (sharding set) and constants (Sharding custom-call inserted).
+#include <gtest/gtest.h>
+
+#include "import/shard_spec.h"
+#include "ir/verifier.h"
+#include "text/parser.h"
+
+namespace meshsplit {
+namespace {
+
+const char* kModule = R"(HloModule m
+ENTRY %main (h.0.mlp.c_fc.weight: f32[8,4], x: f32[2,4]) -> f32[2,8] {
+  %h.0.mlp.c_fc.weight = f32[8,4] parameter(0)
+  %x = f32[2,4] parameter(1)
+  %dot = f32[2,8] dot(%x, %h.0.mlp.c_fc.weight), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  %bias = f32[8] constant({1, 2, 3, 4, 5, 6, 7, 8})
+  %b = f32[2,8] broadcast(%bias), dimensions={1}
+  ROOT %add = f32[2,8] add(%dot, %b)
+}
+)";
+
+TEST(ShardSpec, Glob) {
+  EXPECT_TRUE(GlobMatch("h.*.mlp.c_fc.weight", "h.0.mlp.c_fc.weight"));
+  EXPECT_TRUE(GlobMatch("h.?.mlp.*", "h.3.mlp.c_proj.bias"));
+  EXPECT_FALSE(GlobMatch("h.?.mlp.*", "h.12.mlp.c_proj.bias"));
+  EXPECT_TRUE(GlobMatch("*", ""));
+  EXPECT_FALSE(GlobMatch("idx", "idx2"));
+  EXPECT_TRUE(GlobMatch("*weight", "a.weight"));
+}
+
+TEST(ShardSpec, SchemaErrors) {
+  EXPECT_FALSE(ParseShardSpec("{", "s.json").ok());
+  EXPECT_FALSE(ParseShardSpec(R"({"mesh": {"a": 0}})", "s.json").ok());
+  EXPECT_FALSE(ParseShardSpec(R"({"rules": [{"dims": [null]}]})", "s.json").ok());
+  EXPECT_FALSE(ParseShardSpec(R"({"rules": [{"match": "x"}]})", "s.json").ok());
+  EXPECT_FALSE(ParseShardSpec(R"({"mesh": "a=2", "oops": 1})", "s.json").ok());
+  auto s = ParseShardSpec(R"({"mesh": {"data": 2, "model": 4},
+      "rules": [{"match": "x", "dims": [["data", "model"], null]}]})", "s.json");
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->mesh.ToString(), "data=2,model=4");  // written order kept
+  EXPECT_EQ(s->rules[0].dims[0], (std::vector<std::string>{"data", "model"}));
+}
+
+TEST(ShardSpec, AppliesToParametersAndConstants) {
+  auto m = ParseModuleText(kModule);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto spec = ParseShardSpec(R"({"mesh": {"data": 2, "model": 4}, "rules": [
+      {"match": "h.*.mlp.c_fc.weight", "dims": ["model", null]},
+      {"match": "x", "dims": ["data", null]},
+      {"match": "bias", "dims": ["model"]},
+      {"match": "nothing.*", "replicated": true}]})", "s.json");
+  ASSERT_TRUE(spec.ok());
+  auto report = ApplyShardSpec(**m, *spec);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->annotated, 3);
+  EXPECT_EQ(report->unmatched, (std::vector<std::string>{"nothing.*"}));
+  EXPECT_EQ((*m)->num_partitions(), 8);
+  Computation* e = (*m)->entry();
+  ASSERT_TRUE(e->parameter(0)->has_sharding());
+  EXPECT_EQ(e->parameter(0)->sharding()->ToString(),
+            "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  Instruction* b = e->Find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->operand(0)->opcode(), Opcode::kCustomCall);
+  EXPECT_EQ(b->operand(0)->attrs().custom_call_target, "Sharding");
+  EXPECT_TRUE(VerifyModule(**m).ok());
+}
+
+TEST(ShardSpec, UnknownAxisAndRankMismatchAreErrors) {
+  auto m = ParseModuleText(kModule);
+  ASSERT_TRUE(m.ok());
+  auto bad_axis = ParseShardSpec(
+      R"({"mesh": {"data": 2}, "rules": [{"match": "zzz", "dims": ["model"]}]})", "s.json");
+  ASSERT_TRUE(bad_axis.ok());
+  auto r = ApplyShardSpec(**m, *bad_axis);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unknown mesh axis 'model'"), std::string::npos);
+  auto bad_rank = ParseShardSpec(
+      R"({"mesh": {"data": 2}, "rules": [{"match": "x", "dims": ["data"]}]})", "s.json");
+  ASSERT_TRUE(bad_rank.ok());
+  r = ApplyShardSpec(**m, *bad_rank);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("has 1 dims but 'x'"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace meshsplit
