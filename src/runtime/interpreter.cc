@@ -279,6 +279,24 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
   for (const Instruction* i : plan.order)
     for (const Instruction* o : i->operands()) plan.uses[plan.slot.at(o)]++;
   if (c.root() != nullptr) plan.uses[plan.slot.at(c.root())]++;
+  plan.gte_steals.assign(plan.order.size(), false);
+  for (size_t s = 0; s < plan.order.size(); ++s) {
+    const Instruction* gte = plan.order[s];
+    if (gte->opcode() != Opcode::kGetTupleElement) continue;
+    const Instruction* tuple = gte->operand(0);
+    if (tuple == c.root()) continue;
+    bool ok = true;
+    int same_index = 0;
+    for (const Instruction* u : tuple->users()) {
+      if (!plan.slot.count(u)) continue;  // dead user: never runs
+      if (u->opcode() != Opcode::kGetTupleElement) {
+        ok = false;
+        break;
+      }
+      if (u->attrs().tuple_index == gte->attrs().tuple_index) ++same_index;
+    }
+    plan.gte_steals[s] = ok && same_index == 1;
+  }
   return plans_.emplace(&c, std::move(plan)).first->second;
 }
 
@@ -329,7 +347,7 @@ StatusOr<Literal> Interpreter::Run(const Computation& c, std::vector<Literal> ow
         return InstrError(instr, "element type " + FirstUnsupportedType(o->shape()) +
                                      " is not supported by the interpreter");
       bool once = std::count(instr.operands().begin(), instr.operands().end(), o) == 1;
-      k.donatable.push_back(owned_slot[os] && once && remaining[os] == 1);
+      k.donatable.push_back(owned_slot[os] && once && (remaining[os] == 1 || plan.gte_steals[s]));
     }
     StatusOr<Literal> r = Dispatch(k);
     if (!r.ok()) return r.status();

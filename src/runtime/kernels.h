@@ -42,6 +42,10 @@ class Interpreter {
     std::vector<const Instruction*> order;  // live instructions, operands first
     std::unordered_map<const Instruction*, int> slot;
     std::vector<int> uses;  // per slot: operand uses (+1 for the root)
+    // Per slot: a get-tuple-element whose tuple operand is read only by
+    // get-tuple-elements of distinct indices, so it may move its element out
+    // of an owned tuple even though the tuple has other uses.
+    std::vector<bool> gte_steals;
   };
   const Plan& GetPlan(const Computation& c);
 

@@ -38,6 +38,50 @@ ENTRY e {
   ExpectNear(RunHlo(hlo), {45}, 0);  // 0 + 1 + ... + 9
 }
 
+TEST(Control, WhileBodyReadingOneElementTwiceAndWholeTuple) {
+  // The body reads element 0 through two get-tuple-elements and also passes
+  // the whole state to a call; buffer reuse must not clobber either read.
+  const char* hlo = R"(HloModule m
+first {
+  t = (f32[3], s32[]) parameter(0)
+  ROOT x = f32[3] get-tuple-element(t), index=0
+}
+cond {
+  s = (f32[3], s32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=1
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (f32[3], s32[]) parameter(0)
+  a = f32[3] get-tuple-element(s), index=0
+  b = f32[3] get-tuple-element(s), index=0
+  c = f32[3] call(s), to_apply=first
+  i = s32[] get-tuple-element(s), index=1
+  ab = f32[3] add(a, b)
+  abc = f32[3] add(ab, c)
+  one = s32[] constant(1)
+  i2 = s32[] add(i, one)
+  ROOT t = (f32[3], s32[]) tuple(abc, i2)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  z = s32[] constant(0)
+  init = (f32[3], s32[]) tuple(x, z)
+  w = (f32[3], s32[]) while(init), condition=cond, body=body
+  ROOT r = f32[3] get-tuple-element(w), index=0
+})";
+  // Each iteration triples the vector: 3^3 = 27.
+  ExpectNear(RunHlo(hlo, {F32({3}, {1, 2, 3})}), {27, 54, 81}, 0);
+  // Without the call only get-tuple-elements read the state, two of them the
+  // same index: doubling per iteration, 2^3 = 8.
+  std::string only_gtes = hlo;
+  only_gtes.replace(only_gtes.find("  c = f32[3] call(s), to_apply=first\n"),
+                    std::string("  c = f32[3] call(s), to_apply=first\n").size(), "");
+  only_gtes.replace(only_gtes.find("add(ab, c)"), std::string("add(ab, c)").size(), "copy(ab)");
+  ExpectNear(RunHlo(only_gtes, {F32({3}, {1, 2, 3})}), {8, 16, 24}, 0);
+}
+
 const char* kBranches = R"(
 plus_one {
   x = f32[] parameter(0)
