@@ -1,0 +1,271 @@
+// `meshsplit report FILE [--num-partitions N | --mesh a=2,b=4] [--shard SPEC]
+// [--no-propagate] [--json] [--html OUT]`: propagates, partitions and costs
+// the program per device and unpartitioned, and explains each collective.
+// Schema and rules: docs/report.md.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/command.h"
+#include "cli/report_data.h"
+#include "cli/shard_flags.h"
+#include "import/shard_spec.h"
+#include "partitioner/partitioner.h"
+#include "propagation/propagation.h"
+
+namespace meshsplit::cli {
+namespace {
+
+struct ReportCliOptions {
+  std::string file;
+  int64_t num_partitions = 0;
+  bool no_propagate = false;
+  bool json = false;
+  std::string html;
+  ShardFlags shard;
+};
+
+// The annotated instruction the sharding of `name` was derived from,
+// following the first source of each recorded propagation step.
+std::string RootAnnotation(const Module& module, const PropagationReport& report,
+                           const std::string& name) {
+  std::set<std::string> seen;
+  std::string cur = name;
+  while (!cur.empty() && seen.insert(cur).second && seen.size() < 256) {
+    auto it = report.history.find(cur);
+    if (it == report.history.end() || it->second.empty()) {
+      // Kept from the input: annotated by the user when it has a sharding.
+      for (const auto& c : module.computations())
+        if (const Instruction* i = c->Find(cur))
+          return i->has_sharding() ? cur : "";
+      return "";
+    }
+    const ShardingProvenance& last = it->second.back();
+    if (last.how.rfind("annotation", 0) == 0) return cur;
+    if (last.sources.empty()) return "";
+    cur = last.sources.front();
+  }
+  return "";
+}
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
+
+std::string Num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "%.6g", v);
+  return buf;
+}
+
+nlohmann::ordered_json CostSummaryJson(const ModuleCost& c) {
+  nlohmann::ordered_json j;
+  j["flops"] = c.flops;
+  j["peak_memory_bytes"] = c.peak_memory_bytes;
+  j["parameter_bytes"] = c.parameter_bytes;
+  j["output_bytes"] = c.output_bytes;
+  j["bytes_read"] = c.bytes_read;
+  j["bytes_written"] = c.bytes_written;
+  return j;
+}
+
+nlohmann::ordered_json ReportJson(const ReportData& d) {
+  nlohmann::ordered_json j;
+  j["file"] = d.file;
+  j["num_partitions"] = d.num_partitions;
+  j["mesh"] = d.mesh.ToString();
+  j["per_device"] = CostSummaryJson(d.per_device);
+  j["unpartitioned"] = CostSummaryJson(d.unpartitioned);
+  nlohmann::ordered_json cols = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
+    const CollectiveCost& c = d.per_device.collectives[k];
+    const CollectiveCause& cause = d.causes[k];
+    nlohmann::ordered_json e;
+    e["kind"] = c.kind;
+    e["instruction"] = c.instruction;
+    e["computation"] = c.computation;
+    e["operand_bytes"] = c.operand_bytes;
+    e["result_bytes"] = c.result_bytes;
+    e["wire_bytes"] = c.wire_bytes;
+    e["group_size"] = c.group_size;
+    e["count"] = c.count;
+    e["mesh_axes"] = c.mesh_axes;
+    e["cause"] = cause.ToString();
+    e["cause_detail"] = {{"source", cause.source},
+                         {"source_op", cause.source_op},
+                         {"consumer", cause.consumer},
+                         {"rule", cause.rule},
+                         {"from_sharding", cause.from_sharding},
+                         {"to_sharding", cause.to_sharding},
+                         {"annotation", cause.annotation}};
+    cols.push_back(std::move(e));
+  }
+  j["collectives"] = std::move(cols);
+  nlohmann::ordered_json by_kind = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : d.per_device.wire_bytes_by_kind) by_kind[k] = v;
+  j["wire_bytes_by_kind"] = std::move(by_kind);
+  nlohmann::ordered_json by_axis = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : d.per_device.wire_bytes_by_axis) by_axis[k] = v;
+  j["wire_bytes_by_axis"] = std::move(by_axis);
+  nlohmann::ordered_json holders = nlohmann::ordered_json::array();
+  for (size_t k = 0; k < d.per_device.live_at_peak.size() && k < 10; ++k) {
+    const MemoryHolder& h = d.per_device.live_at_peak[k];
+    holders.push_back({{"name", h.name}, {"shape", h.shape}, {"bytes", h.bytes},
+                       {"parameter", h.is_parameter}});
+  }
+  j["largest_memory_holders"] = std::move(holders);
+  j["notes"] = d.per_device.notes;
+  return j;
+}
+
+void PrintText(const ReportData& d, std::ostream& os) {
+  os << "report for " << d.file << ": " << d.num_partitions << " partitions, mesh "
+     << d.mesh.ToString() << "\n\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", "", "per device", "unpartitioned");
+  os << line;
+  auto row = [&](const char* name, double a, double b, bool bytes) {
+    std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", name,
+                  (bytes ? HumanBytes(a) : Num(a)).c_str(),
+                  (bytes ? HumanBytes(b) : Num(b)).c_str());
+    os << line;
+  };
+  row("flops", d.per_device.flops, d.unpartitioned.flops, false);
+  row("peak memory", d.per_device.peak_memory_bytes, d.unpartitioned.peak_memory_bytes, true);
+  row("parameters", d.per_device.parameter_bytes, d.unpartitioned.parameter_bytes, true);
+  row("outputs", d.per_device.output_bytes, d.unpartitioned.output_bytes, true);
+  row("bytes read", d.per_device.bytes_read, d.unpartitioned.bytes_read, true);
+  row("bytes written", d.per_device.bytes_written, d.unpartitioned.bytes_written, true);
+  os << "\ncollectives (" << d.per_device.collectives.size() << "):\n";
+  if (!d.per_device.collectives.empty()) {
+    std::snprintf(line, sizeof(line), "  %-18s %-24s %6s %6s %12s %12s %14s %-10s %s\n",
+                  "kind", "instruction", "count", "group", "operand", "result",
+                  "wire/device", "axes", "cause");
+    os << line;
+  }
+  for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
+    const CollectiveCost& c = d.per_device.collectives[k];
+    std::snprintf(line, sizeof(line), "  %-18s %-24s %6lld %6lld %12lld %12lld %14s %-10s ",
+                  c.kind.c_str(), c.instruction.c_str(), static_cast<long long>(c.count),
+                  static_cast<long long>(c.group_size),
+                  static_cast<long long>(c.operand_bytes),
+                  static_cast<long long>(c.result_bytes), Num(c.wire_bytes).c_str(),
+                  c.mesh_axes.empty() ? "-" : c.mesh_axes.c_str());
+    os << line << d.causes[k].ToString() << "\n";
+  }
+  if (!d.per_device.wire_bytes_by_kind.empty()) {
+    os << "\nwire bytes per device by kind:";
+    for (const auto& [k, v] : d.per_device.wire_bytes_by_kind)
+      os << " " << k << "=" << Num(v);
+    os << "\n";
+  }
+  if (!d.per_device.wire_bytes_by_axis.empty()) {
+    os << "wire bytes per device by mesh axis:";
+    for (const auto& [k, v] : d.per_device.wire_bytes_by_axis)
+      os << " " << k << "=" << Num(v);
+    os << "\n";
+  }
+  os << "\nlargest memory holders per device at peak:\n";
+  for (size_t k = 0; k < d.per_device.live_at_peak.size() && k < 10; ++k) {
+    const MemoryHolder& h = d.per_device.live_at_peak[k];
+    os << "  " << h.name << " " << h.shape << " " << HumanBytes(h.bytes)
+       << (h.is_parameter ? " (parameter)" : "") << "\n";
+  }
+  for (const std::string& n : d.per_device.notes) os << "note: " << n << "\n";
+}
+
+int RunReport(const ReportCliOptions& opts) {
+  ReportData d;
+  d.file = opts.file;
+  auto module_or = LoadShardedModule(opts.file, opts.shard);
+  if (!module_or.ok()) return ReportError(module_or.status());
+  d.original = std::move(*module_or);
+  Module& module = *d.original;
+  if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
+  d.num_partitions = module.num_partitions();
+  // The mesh: --mesh, else the spec's mesh, else one axis over all devices.
+  std::string mesh_text = opts.shard.mesh;
+  if (mesh_text.empty() && !opts.shard.spec.empty()) {
+    std::ifstream in(opts.shard.spec);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto spec = ParseShardSpec(ss.str(), opts.shard.spec);
+    if (spec.ok() && spec->has_mesh) mesh_text = spec->mesh.ToString();
+  }
+  if (!mesh_text.empty()) {
+    auto mesh = Mesh::Parse(mesh_text);
+    if (!mesh.ok()) return ReportError(Status::Error("--mesh: " + mesh.status().message()));
+    d.mesh = *mesh;
+    d.has_named_mesh = true;
+  }
+  if (!d.has_named_mesh || d.mesh.num_devices() != d.num_partitions) {
+    auto mesh = Mesh::Parse("all=" + std::to_string(d.num_partitions));
+    if (mesh.ok()) d.mesh = *mesh;
+    d.has_named_mesh = false;
+  }
+  PropagationReport preport;
+  if (!opts.no_propagate) {
+    auto result = PropagateShardings(module, PropagationOptions{}, &preport);
+    if (!result.ok()) return ReportError(result.status());
+  }
+  PartitionOptions popts;
+  popts.num_partitions = opts.num_partitions;
+  auto partitioned = PartitionModule(module, popts);
+  if (!partitioned.ok()) return ReportError(partitioned.status());
+  d.partitioned = std::move(*partitioned);
+
+  CostOptions copts;
+  copts.mesh = &d.mesh;
+  d.per_device = ComputeModuleCost(*d.partitioned, copts);
+  d.per_device.num_partitions = d.num_partitions;
+  d.unpartitioned = ComputeModuleCost(module, CostOptions{});
+  d.unpartitioned.num_partitions = 1;
+  const Module* orig = d.original.get();
+  const PropagationReport* rep = &preport;
+  CollectiveCauseFinder finder(module, [orig, rep](const std::string& name) {
+    return RootAnnotation(*orig, *rep, name);
+  });
+  for (const CollectiveCost& c : d.per_device.collectives)
+    d.causes.push_back(finder.Find(*c.instr));
+
+  if (!opts.html.empty()) {
+    std::ofstream out(opts.html);
+    if (!out) return ReportError(Status::Error("--html: cannot write " + opts.html));
+    out << RenderReportHtml(d);
+  }
+  if (opts.json)
+    std::cout << ReportJson(d).dump(2) << "\n";
+  else
+    PrintText(d, std::cout);
+  return 0;
+}
+
+const bool registered = RegisterCommand(
+    "report", "cost model: per-device FLOPs, memory and collectives with their causes",
+    [](CLI::App* app) {
+      auto opts = std::make_shared<ReportCliOptions>();
+      app->add_option("file", opts->file, "HLO file ('-' for stdin)")->required();
+      app->add_option("--num-partitions", opts->num_partitions,
+                      "number of partitions (default: the module header's)");
+      app->add_flag("--no-propagate", opts->no_propagate,
+                    "partition with the annotations as given");
+      app->add_flag("--json", opts->json, "print one JSON object (docs/report.md)");
+      app->add_option("--html", opts->html, "also write a self-contained HTML report");
+      AddShardFlags(app, &opts->shard);
+      return [opts]() { return RunReport(*opts); };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli
