@@ -6,10 +6,13 @@
 // name as an instruction X of the original entry holds X's value laid out by
 // X's sharding (in the original module after propagation), i.e. its
 // per-device shape is the tile shape of X. Instructions with other names
-// (partial sums, resharding steps) are ignored. Values that cannot be
-// compared that way (tuples, manual shardings, shape mismatches) are skipped.
+// (partial sums, resharding steps) are ignored, and so are same-named values
+// that feed an all-reduce / reduce-scatter (partial sums the partitioner left
+// under the original name). Values that cannot be compared that way (tuples,
+// manual shardings, shape mismatches) are skipped.
 #include "spmd/verify.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -230,6 +233,12 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
     Instruction* p = pe->Find(instr->name());
     if (p == nullptr || !p->shape().IsArray() ||
         p->shape().element_type() != instr->shape().element_type())
+      continue;
+    // A same-named value that feeds a cross-device reduction is a partial
+    // result (e.g. the local dot before its all-reduce), not X's value.
+    if (std::any_of(p->users().begin(), p->users().end(), [](const Instruction* u) {
+          return u->opcode() == Opcode::kAllReduce || u->opcode() == Opcode::kReduceScatter;
+        }))
       continue;
     Sharding s = ShardingOrReplicated(*instr);
     if (s.IsTuple() || s.IsManual() || s.IsUnknown() || s.IsUnreduced()) continue;

@@ -167,3 +167,44 @@ ENTRY e {
 
 }  // namespace
 }  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+// The partitioner's own output, with a bug injected after the contracted dot:
+// the locator must skip the same-named partial-sum dot and name the first
+// instruction that really diverges.
+TEST(VerifyTest, LocatorSkipsPartialSumsUnderOriginalNames) {
+  auto original = Parse(R"(
+HloModule m
+ENTRY e {
+  a = f32[4,8] parameter(0), sharding={devices=[1,2]<=[2]}
+  b = f32[8,3] parameter(1), sharding={devices=[2,1]<=[2]}
+  d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}, sharding={replicated}
+  n = f32[4,3] negate(d), sharding={replicated}
+  ROOT t = f32[4,3] tanh(n), sharding={replicated}
+})");
+  auto partitioned = Parse(R"(
+HloModule m, num_partitions=2
+sum {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  a = f32[4,4] parameter(0), sharding={devices=[1,2]<=[2]}
+  b = f32[4,3] parameter(1), sharding={devices=[2,1]<=[2]}
+  d = f32[4,3] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  all-reduce = f32[4,3] all-reduce(d), channel_id=1, replica_groups=[1,2]<=[2], to_apply=sum
+  n = f32[4,3] abs(all-reduce)
+  ROOT t = f32[4,3] tanh(n), sharding={replicated}
+})");
+  ASSERT_TRUE(original && partitioned);
+  VerifyOptions options;
+  VerifyResult r = VerifyPartitioned(*original, *partitioned, options);
+  EXPECT_EQ(r.status, "mismatch");
+  EXPECT_EQ(r.divergent_instruction, "n") << r.divergence_detail;
+}
+
+}  // namespace
+}  // namespace meshsplit
