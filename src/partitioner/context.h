@@ -86,6 +86,8 @@ Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr);
 Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr);
 Status HandleReduce(SpmdContext& ctx, const Instruction& instr);
 Status HandleDot(SpmdContext& ctx, const Instruction& instr);
+// Batch / feature partitioning; spatial dims are made whole.
+Status HandleConvolution(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);

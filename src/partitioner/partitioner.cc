@@ -151,6 +151,8 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleReduce(ctx, instr);
     case Opcode::kDot:
       return HandleDot(ctx, instr);
+    case Opcode::kConvolution:
+      return HandleConvolution(ctx, instr);
     case Opcode::kTuple:
       return HandleTuple(ctx, instr);
     case Opcode::kGetTupleElement:
@@ -164,7 +166,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
     case Opcode::kGather: case Opcode::kScatter: case Opcode::kSelectAndScatter:
-    case Opcode::kRaggedDot: case Opcode::kConvolution: case Opcode::kFft:
+    case Opcode::kRaggedDot: case Opcode::kFft:
     case Opcode::kCholesky: case Opcode::kTriangularSolve:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad: case Opcode::kWhile: case Opcode::kConditional:

@@ -1,5 +1,6 @@
-// dot: partitioned in the "iteration space" of the contraction, whose dims
-// are [batch, lhs free, rhs free, contracting]. A sharding of that space
+// dot and convolution: partitioned in the "iteration space" of the
+// contraction, whose dims are [batch, lhs free, rhs free, contracting]
+// (convolution: [batch, output feature, input feature], spatial dims whole). A sharding of that space
 // fixes both operand shardings (each drops the other side's free dims into
 // partial replication) and the local result's sharding (contracting dims
 // become partial sums, which Reshard resolves with an all-reduce or a
@@ -41,8 +42,16 @@ bool UsableForIteration(const Sharding& s) {
 
 }  // namespace
 
-Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
-  const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
+// The shared core of dot and convolution. Each operand / result dim maps to
+// an iteration-space dim, or to -1 when the op reaches across it (a
+// convolution's spatial dims), which must then be whole. Iteration dims at
+// or after `first_contracting` are summed over.
+Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
+                            const std::vector<int64_t>& lhs_to_iter,
+                            const std::vector<int64_t>& rhs_to_iter,
+                            const std::vector<int64_t>& out_to_iter, int64_t n_iter,
+                            const std::vector<int64_t>& lhs_contracting,
+                            const std::vector<int64_t>& rhs_contracting) {
   const Shape& lhs_shape = instr.operand(0)->shape();
   const Shape& rhs_shape = instr.operand(1)->shape();
   Sharding out = ctx.ShardingOf(instr);
@@ -56,41 +65,25 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
     return Status::Ok();
   }
   if (!out.IsTiled() && !out.IsReplicated()) return ctx.Fallback(instr, "result sharding");
-
-  std::vector<int64_t> lf, rf;
-  for (int64_t d = 0; d < lhs_shape.rank(); ++d)
-    if (!Contains(dn.lhs_batch_dimensions, d) && !Contains(dn.lhs_contracting_dimensions, d))
-      lf.push_back(d);
-  for (int64_t d = 0; d < rhs_shape.rank(); ++d)
-    if (!Contains(dn.rhs_batch_dimensions, d) && !Contains(dn.rhs_contracting_dimensions, d))
-      rf.push_back(d);
-  const int64_t nb = dn.lhs_batch_dimensions.size(), nlf = lf.size(), nrf = rf.size(),
-                nc = dn.lhs_contracting_dimensions.size();
-  const int64_t n_out = nb + nlf + nrf, n_iter = n_out + nc;
-  // Operand dim -> iteration dim, and back.
-  std::vector<int64_t> lhs_to_iter(lhs_shape.rank()), rhs_to_iter(rhs_shape.rank());
-  for (int64_t k = 0; k < nb; ++k) {
-    lhs_to_iter[dn.lhs_batch_dimensions[k]] = k;
-    rhs_to_iter[dn.rhs_batch_dimensions[k]] = k;
-  }
-  for (int64_t k = 0; k < nlf; ++k) lhs_to_iter[lf[k]] = nb + k;
-  for (int64_t k = 0; k < nrf; ++k) rhs_to_iter[rf[k]] = nb + nlf + k;
-  for (int64_t k = 0; k < nc; ++k) {
-    lhs_to_iter[dn.lhs_contracting_dimensions[k]] = n_out + k;
-    rhs_to_iter[dn.rhs_contracting_dimensions[k]] = n_out + k;
-  }
-  std::vector<int64_t> iter_to_lhs(n_iter, -1), iter_to_rhs(n_iter, -1), iter_to_out(n_iter, -1);
-  for (int64_t d = 0; d < lhs_shape.rank(); ++d) iter_to_lhs[lhs_to_iter[d]] = d;
-  for (int64_t d = 0; d < rhs_shape.rank(); ++d) iter_to_rhs[rhs_to_iter[d]] = d;
-  std::vector<int64_t> out_to_iter(n_out);
-  for (int64_t k = 0; k < n_out; ++k) iter_to_out[k] = out_to_iter[k] = k;
-
-  std::vector<Sharding> candidates = {ProjectSharding(out, iter_to_out)};
+  auto invert = [&](const std::vector<int64_t>& to_iter) {
+    std::vector<int64_t> inv(n_iter, -1);
+    for (size_t d = 0; d < to_iter.size(); ++d)
+      if (to_iter[d] >= 0) inv[to_iter[d]] = d;
+    return inv;
+  };
+  std::vector<Sharding> candidates = {ProjectSharding(out, invert(out_to_iter))};
   for (const PartitionedValue* v : {&lhs, &rhs}) {
     Sharding s = NormalizeForPartitioning(v->sharding);
     if (UsableForIteration(s))
-      candidates.push_back(ProjectSharding(s, v == &lhs ? iter_to_lhs : iter_to_rhs));
+      candidates.push_back(ProjectSharding(s, invert(v == &lhs ? lhs_to_iter : rhs_to_iter)));
   }
+  // Local work of the whole op, in multiply-adds.
+  double work = 1;
+  for (int64_t d = 0; d < lhs_shape.rank(); ++d) work *= lhs_shape.dimensions(d);
+  for (int64_t d = 0; d < rhs_shape.rank(); ++d)
+    if (rhs_to_iter[d] < 0 || std::find(lhs_to_iter.begin(), lhs_to_iter.end(), rhs_to_iter[d]) ==
+                                  lhs_to_iter.end())
+      work *= rhs_shape.dimensions(d);
   double best_cost = 0;
   int best = -1;
   for (size_t c = 0; c < candidates.size(); ++c) {
@@ -103,9 +96,6 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
                   ReshardCost(rhs_shape, NormalizeForPartitioning(rhs.sharding), rt) +
                   ReshardCost(instr.shape(), ot, out);
     // Among equally cheap layouts, prefer the one with the least local work.
-    double work = 1;
-    for (int64_t d = 0; d < lhs_shape.rank(); ++d) work *= lhs_shape.dimensions(d);
-    for (int64_t d : rf) work *= rhs_shape.dimensions(d);
     cost += 1e-4 * work / it.NumTiles();
     if (best < 0 || cost < best_cost) {
       best = c;
@@ -116,18 +106,70 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
   const Sharding& it = candidates[best];
   PartitionedValue l = Reshard(ctx.b, lhs, ProjectSharding(it, lhs_to_iter));
   PartitionedValue r = Reshard(ctx.b, rhs, ProjectSharding(it, rhs_to_iter));
-  Instruction* zero = nullptr;
-  if (HasPadding(l, dn.lhs_contracting_dimensions) ||
-      HasPadding(r, dn.rhs_contracting_dimensions)) {
-    zero = ctx.b.Zero(instr.operand(0)->shape().element_type());
-    l.hlo = MaskPadding(ctx.b, l, dn.lhs_contracting_dimensions, zero);
-    Instruction* rzero = ctx.b.Zero(instr.operand(1)->shape().element_type());
-    r.hlo = MaskPadding(ctx.b, r, dn.rhs_contracting_dimensions, rzero);
+  if (HasPadding(l, lhs_contracting) || HasPadding(r, rhs_contracting)) {
+    l.hlo = MaskPadding(ctx.b, l, lhs_contracting, ctx.b.Zero(lhs_shape.element_type()));
+    r.hlo = MaskPadding(ctx.b, r, rhs_contracting, ctx.b.Zero(rhs_shape.element_type()));
   }
   Sharding partial = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
   Instruction* d = ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
   ctx.Set(instr, Reshard(ctx.b, {d, instr.shape(), partial}, out));
   return Status::Ok();
+}
+
+Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
+  const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
+  const Shape& lhs_shape = instr.operand(0)->shape();
+  const Shape& rhs_shape = instr.operand(1)->shape();
+  std::vector<int64_t> lf, rf;
+  for (int64_t d = 0; d < lhs_shape.rank(); ++d)
+    if (!Contains(dn.lhs_batch_dimensions, d) && !Contains(dn.lhs_contracting_dimensions, d))
+      lf.push_back(d);
+  for (int64_t d = 0; d < rhs_shape.rank(); ++d)
+    if (!Contains(dn.rhs_batch_dimensions, d) && !Contains(dn.rhs_contracting_dimensions, d))
+      rf.push_back(d);
+  const int64_t nb = dn.lhs_batch_dimensions.size(), nlf = lf.size(), nrf = rf.size(),
+                nc = dn.lhs_contracting_dimensions.size();
+  const int64_t n_out = nb + nlf + nrf;
+  // Iteration space: [batch, lhs free, rhs free, contracting]; the result
+  // dims are its first n_out dims.
+  std::vector<int64_t> lhs_to_iter(lhs_shape.rank()), rhs_to_iter(rhs_shape.rank());
+  for (int64_t k = 0; k < nb; ++k) {
+    lhs_to_iter[dn.lhs_batch_dimensions[k]] = k;
+    rhs_to_iter[dn.rhs_batch_dimensions[k]] = k;
+  }
+  for (int64_t k = 0; k < nlf; ++k) lhs_to_iter[lf[k]] = nb + k;
+  for (int64_t k = 0; k < nrf; ++k) rhs_to_iter[rf[k]] = nb + nlf + k;
+  for (int64_t k = 0; k < nc; ++k) {
+    lhs_to_iter[dn.lhs_contracting_dimensions[k]] = n_out + k;
+    rhs_to_iter[dn.rhs_contracting_dimensions[k]] = n_out + k;
+  }
+  std::vector<int64_t> out_to_iter(n_out);
+  for (int64_t k = 0; k < n_out; ++k) out_to_iter[k] = k;
+  return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_out + nc,
+                              dn.lhs_contracting_dimensions, dn.rhs_contracting_dimensions);
+}
+
+Status HandleConvolution(SpmdContext& ctx, const Instruction& instr) {
+  const Attributes& a = instr.attrs();
+  if (!a.conv_dnums || a.feature_group_count != 1 || a.batch_group_count != 1 ||
+      instr.operand_count() != 2)
+    return ctx.Fallback(instr, "grouped convolution");
+  const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
+  // Iteration space [batch, output feature, input feature]; spatial dims
+  // are taken whole (no halo exchange yet).
+  // TODO(partitioner-core): windowed spatial partitioning with halos.
+  std::vector<int64_t> lhs_to_iter(instr.operand(0)->shape().rank(), -1);
+  std::vector<int64_t> rhs_to_iter(instr.operand(1)->shape().rank(), -1);
+  std::vector<int64_t> out_to_iter(instr.shape().rank(), -1);
+  lhs_to_iter[dn.input_batch_dimension] = 0;
+  lhs_to_iter[dn.input_feature_dimension] = 2;
+  rhs_to_iter[dn.kernel_output_feature_dimension] = 1;
+  rhs_to_iter[dn.kernel_input_feature_dimension] = 2;
+  out_to_iter[dn.output_batch_dimension] = 0;
+  out_to_iter[dn.output_feature_dimension] = 1;
+  return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, 3,
+                              {dn.input_feature_dimension},
+                              {dn.kernel_input_feature_dimension});
 }
 
 }  // namespace meshsplit::spmd
