@@ -14,6 +14,7 @@
 #include "cli/report_data.h"
 #include "cli/shard_flags.h"
 #include "import/shard_spec.h"
+#include "ir/verifier.h"
 #include "partitioner/partitioner.h"
 #include "propagation/propagation.h"
 
@@ -193,6 +194,8 @@ int RunReport(const ReportCliOptions& opts) {
   if (!module_or.ok()) return ReportError(module_or.status());
   d.original = std::move(*module_or);
   Module& module = *d.original;
+  // Costs read declared shapes: refuse a module whose shapes are wrong.
+  if (Status st = VerifyModule(module); !st.ok()) return ReportError(st);
   if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
   d.num_partitions = module.num_partitions();
   // The mesh: --mesh, else the spec's mesh, else one axis over all devices.
