@@ -25,6 +25,11 @@ bool IsTriviallyReplicated(const Sharding& s) {
 Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
   Sharding s = instr.has_sharding() ? *instr.sharding() : Sharding::Replicate();
   s = NormalizeForPartitioning(s);
+  // Shardings that do not fit the shape (XLA lets infeed/outfeed annotate
+  // their token too) are read as replicated.
+  if (s.IsTuple() && (!instr.shape().IsTuple() ||
+                      s.tuple_elements().size() != static_cast<size_t>(instr.shape().tuple_size())))
+    s = Sharding::Replicate();
   if (instr.shape().IsTuple() && !s.IsTuple()) {
     std::vector<Sharding> elems(instr.shape().tuple_size(), s);
     return Sharding::Tuple(std::move(elems));
@@ -89,7 +94,15 @@ Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
   for (int i = 0; i < instr.operand_count(); ++i) {
     const PartitionedValue& v = Get(instr.operand(i));
     moves_data |= !IsTriviallyReplicated(v.sharding);
-    operands.push_back(Reshard(b, v, Sharding::Replicate()).hlo);
+    // Values of a (partially) manual region stay manual; only their data
+    // dims are made whole.
+    Sharding whole = Sharding::Replicate();
+    if (!v.shape.IsTuple() && v.sharding.HasManualSubgroup()) {
+      std::vector<int64_t> all(v.sharding.TiledDataRank());
+      for (size_t d = 0; d < all.size(); ++d) all[d] = d;
+      whole = ReplicateDims(v.sharding, all);
+    }
+    operands.push_back(Reshard(b, v, whole).hlo);
   }
   if (moves_data) {
     std::string msg = std::string(OpcodeName(instr.opcode())) + " %" + instr.name() +
@@ -184,6 +197,7 @@ Status ValidateShardings(const Module& input, int64_t n) {
   for (const auto& comp : input.computations()) {
     for (const auto& instr : comp->instructions()) {
       if (!instr->has_sharding()) continue;
+      if (instr->opcode() == Opcode::kInfeed || instr->opcode() == Opcode::kOutfeed) continue;
       const Shape& shape = instr->shape();
       Status s;
       if (shape.IsTuple()) {

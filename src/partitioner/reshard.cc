@@ -205,11 +205,22 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
       if (dst.TileDim(i) > 1) tiled.push_back(i);
     return SliceToTarget(b, v, dst, tiled);
   }
-  if (v.sharding.HasManualSubgroup() != dst.HasManualSubgroup()) {
-    b.SetError(Status::Error("cannot reshard between " + v.sharding.ToString(false) +
-                             " and " + dst.ToString(false) +
-                             ": only one of them has manual subgroups"));
-    return {v.hlo, v.shape, dst};
+  if (v.sharding.HasManualSubgroup() && !dst.HasManualSubgroup()) {
+    // Leaving a partially manual region without SPMDShardToFullShape: each
+    // manual group makes its data whole; what the groups hold is the user's
+    // business, as in a manual region.
+    std::vector<int64_t> all;
+    for (int64_t d = 0; d < v.sharding.TiledDataRank(); ++d)
+      if (v.sharding.TileDim(d) > 1) all.push_back(d);
+    PartitionedValue whole = all.empty() ? v : GatherDims(b, v, all, ReplicateDims(v.sharding, all));
+    whole.sharding = Sharding::Replicate();
+    if (whole.sharding == dst) return whole;
+    return ReshardArray(b, whole, dst);
+  }
+  if (!v.sharding.HasManualSubgroup() && dst.HasManualSubgroup()) {
+    // Entering a partially manual layout: make the value whole, then every
+    // partition slices its tile.
+    return ReshardArray(b, ReshardArray(b, v, Sharding::Replicate()), dst);
   }
   if (HasUnreduced(v.sharding)) {
     if (auto rs = TryReduceScatter(b, v, dst)) return *rs;

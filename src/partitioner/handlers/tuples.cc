@@ -46,9 +46,8 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
     // Full-to-shard: the local tile becomes a manual value of the shard
     // shape. Shard-to-full: the manual local value is the tile of the
     // result's sharding. Either way the data stays where it is.
-    Shape local = target == "SPMDFullToShardShape" ? instr.shape()
-                                                    : LocalShape(instr.shape(), s);
-    if (s.HasManualSubgroup() || !local.Compatible(v.hlo->shape()))
+    Shape local = LocalShape(instr.shape(), s);
+    if (!local.Compatible(v.hlo->shape()))
       return ctx.Fallback(instr, "manual region whose local shapes do not line up");
     Instruction* copy = ctx.b.Add(Opcode::kCopy, v.hlo->shape(), {v.hlo}, instr.name());
     ctx.Set(instr, {copy, instr.shape(), s});
