@@ -56,9 +56,33 @@ const Instruction* Nearest(const Instruction* start, const NameIndex& orig,
   return nullptr;
 }
 
-std::string ShardingText(const Instruction* i) {
+// The sharding of `i`, or of its tuple element `index` (>= 0) when it is a
+// tuple sharding: a moved loop-state element should name its own layout, not
+// the whole tuple's.
+std::string ShardingText(const Instruction* i, int64_t index = -1) {
   if (!i || !i->has_sharding()) return "{replicated}";
-  return i->sharding()->ToString(false);
+  const Sharding& s = *i->sharding();
+  if (s.IsTuple() && index >= 0 &&
+      index < static_cast<int64_t>(s.tuple_elements().size()))
+    return s.tuple_elements()[index].ToString(false);
+  return s.ToString(false);
+}
+
+// When `user` reads `value` directly through a get-tuple-element (or `value`
+// feeds operand k of the tuple `user`), the tuple index involved; else -1.
+int64_t TupleIndexBetween(const Instruction* value, const Instruction* user) {
+  if (!value || !user) return -1;
+  for (const Instruction* o : user->operands())
+    if (o->opcode() == Opcode::kGetTupleElement && o->operand(0) == value)
+      return o->attrs().tuple_index;
+  return -1;
+}
+
+int64_t OperandIndex(const Instruction* value, const Instruction* user) {
+  if (!value || !user || user->opcode() != Opcode::kTuple) return -1;
+  for (int64_t k = 0; k < user->operand_count(); ++k)
+    if (user->operand(k) == value) return k;
+  return -1;
 }
 
 }  // namespace
@@ -111,15 +135,30 @@ CollectiveCause CollectiveCauseFinder::Find(const Instruction& collective) const
     cause.to_sharding = ShardingText(osrc);
   } else if (osrc) {
     cause.rule = "reshard";
-    cause.from_sharding = ShardingText(osrc);
+    cause.from_sharding = ShardingText(osrc, TupleIndexBetween(src, &collective));
     // What the consumer needed: its own sharding when it is elementwise-like;
     // otherwise the collective's result sharding if the partitioner kept one.
-    if (collective.has_sharding())
+    // The global shape of the moved value (the source's tuple element when
+    // the collective reads one).
+    const int64_t src_index = TupleIndexBetween(src, &collective);
+    const Shape* global = &osrc->shape();
+    if (global->IsTuple() && src_index >= 0 && src_index < global->tuple_size())
+      global = &global->tuple_shapes(src_index);
+    if (collective.has_sharding()) {
       cause.to_sharding = collective.sharding()->ToString(false);
-    else if (odst)
-      cause.to_sharding = ShardingText(odst);
-    else
+    } else if (collective.shape().Compatible(*global)) {
+      // The collective rebuilds the whole value on every device: whatever the
+      // consumer's annotation says, it runs on the replicated value (e.g. an
+      // op with no partitioning rule).
+      cause.to_sharding = "{replicated}";
+    } else if (odst) {
+      int64_t k = OperandIndex(&collective, dst);
+      for (const Instruction* u : collective.users())
+        if (k < 0 && u->opcode() == Opcode::kTuple) k = OperandIndex(&collective, u);
+      cause.to_sharding = ShardingText(odst, k);
+    } else {
       cause.to_sharding = "?";
+    }
   } else {
     cause.rule = "inserted by the partitioner";
   }

@@ -42,9 +42,21 @@ bool IsControl(Opcode op) {
 }
 
 std::optional<int64_t> ConstantInt(const Instruction* i) {
-  while (i && (i->opcode() == Opcode::kCopy || i->opcode() == Opcode::kConvert ||
-               i->opcode() == Opcode::kReshape || i->opcode() == Opcode::kBitcast))
-    i = i->operand(0);
+  // Looks through copies and tuple round trips (the partitioner rebuilds a
+  // loop's init tuple from get-tuple-elements of the original one).
+  for (int steps = 0; i && steps < 64; ++steps) {
+    const Opcode op = i->opcode();
+    if (op == Opcode::kCopy || op == Opcode::kConvert || op == Opcode::kReshape ||
+        op == Opcode::kBitcast) {
+      i = i->operand(0);
+    } else if (op == Opcode::kGetTupleElement &&
+               i->operand(0)->opcode() == Opcode::kTuple &&
+               i->attrs().tuple_index < i->operand(0)->operand_count()) {
+      i = i->operand(0)->operand(i->attrs().tuple_index);
+    } else {
+      break;
+    }
+  }
   if (!i || i->opcode() != Opcode::kConstant || !i->has_literal()) return std::nullopt;
   const Shape& s = i->shape();
   if (!s.IsArray() || s.ElementCount() != 1) return std::nullopt;
@@ -135,11 +147,13 @@ int64_t WhileTripCount(const Instruction& w) {
   if (!index || !limit) return -1;
   // Initial value.
   const Instruction* init = w.operand(0);
+  std::optional<int64_t> start;
   if (*index >= 0) {
     if (init->opcode() != Opcode::kTuple || *index >= init->operand_count()) return -1;
-    init = init->operand(*index);
+    start = ConstantInt(init->operand(*index));
+  } else {
+    start = ConstantInt(init);
   }
-  std::optional<int64_t> start = ConstantInt(init);
   if (!start) return -1;
   // Step: body root element = add(state[index], constant).
   const Instruction* next = w.while_body()->root();
