@@ -129,6 +129,9 @@ int RunPropagate(const PropagateOptions& opts) {
   for (const std::string& w : report.warnings)
     std::cerr << opts.file << ": warning: " << w << "\n";
   if (!opts.explain.empty()) {
+    if (FindInstruction(module, opts.explain) == nullptr)
+      return ReportError(Status::Error("--explain: no instruction named '" +
+                                       opts.explain + "' in " + opts.file));
     Explain(module, report, opts.explain, std::cout);
     return 0;
   }
