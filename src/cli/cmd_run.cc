@@ -31,7 +31,8 @@ int RunCommand(const RunFlags& flags) {
   StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
-  const bool spmd = flags.num_partitions > 1 || flags.partitioned;
+  const bool spmd = flags.num_partitions > 1 || flags.partitioned ||
+                    (!flags.shard.spec.empty() && m.num_partitions() > 1);
   std::unique_ptr<Computation> global_sig;
   if (spmd && flags.partitioned && m.entry() != nullptr) global_sig = GlobalSignature(m);
   if (m.entry() == nullptr) return ReportError(Status::Error(flags.file + ": module has no entry computation"));
