@@ -108,7 +108,9 @@ double InstructionFlops(const Instruction& instr) {
       per_output *= static_cast<double>(kernel.dimensions(d));
     return 2.0 * static_cast<double>(ElementsOf(instr.shape())) * per_output;
   }
-  if (IsElementwise(op)) return static_cast<double>(ElementsOf(instr.shape()));
+  // copy moves data and computes nothing.
+  if (IsElementwise(op) && op != Opcode::kCopy)
+    return static_cast<double>(ElementsOf(instr.shape()));
   if (op == Opcode::kReduce) {
     // Operands: N inputs then N init values.
     int64_t n = instr.operand_count() / 2;
