@@ -1,6 +1,8 @@
 // The ONNX importer on the real models under ../shared/models/onnx: each
 // imports, passes the verifier and, run on one device, matches the PyTorch
-// reference outputs within 1e-4 relative. Skips when ../shared is absent.
+// reference outputs within 1e-4 relative; the GPT-2 training step also
+// partitioned with the sharding specs in examples/gpt2/. Skips when
+// ../shared is absent.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,8 @@
 #include "ir/verifier.h"
 #include "runtime/npy.h"
 #include "runtime/run_module.h"
+#include "import/shard_spec.h"
+#include "spmd/run_spmd.h"
 
 namespace meshsplit {
 namespace {
@@ -69,8 +73,10 @@ TEST(OnnxModels, TransformerEncoder) {
   CheckInference("transformer_encoder");
 }
 
-TEST(OnnxModels, Gpt2TrainStep) {
-  SKIP_WITHOUT_MODELS();
+// Runs the GPT-2 training step (on one device, or partitioned by the sharding
+// spec `spec` from examples/gpt2/) and compares the loss, every updated
+// parameter and every update (new - old) with the PyTorch reference.
+void CheckGpt2(const std::string& spec) {
   auto module = Import("gpt2_train_step.onnx");
   ASSERT_NE(module, nullptr);
   const std::string ref = kDir + "/gpt2_train_step.ref/";
@@ -101,7 +107,18 @@ TEST(OnnxModels, Gpt2TrainStep) {
     std::memcpy(copy.raw(), in.raw(), in.size_bytes());
     originals.push_back(std::move(copy));
   }
-  auto result = RunEntry(*module, std::move(inputs));
+  StatusOr<Literal> result = Status::Error("not run");
+  if (spec.empty()) {
+    result = RunEntry(*module, std::move(inputs));
+  } else {
+    Status applied =
+        ApplyShardSpec(*module, std::string(MESHSPLIT_SOURCE_DIR) + "/examples/gpt2/" + spec);
+    ASSERT_TRUE(applied.ok()) << applied.message();
+    ASSERT_GT(module->num_partitions(), 1);
+    SpmdRunRequest request;
+    request.num_partitions = module->num_partitions();
+    result = RunModuleOnDevices(*module, std::move(inputs), request);
+  }
   ASSERT_TRUE(result.ok()) << result.status().message();
   auto outs = OutputArrays(*result);
   ASSERT_EQ(outs.size(), outputs.size());
@@ -123,6 +140,26 @@ TEST(OnnxModels, Gpt2TrainStep) {
     }
     EXPECT_LT(RelError(mine, theirs), 5e-4) << "update of " << param;
   }
+}
+
+TEST(OnnxModels, Gpt2TrainStep) {
+  SKIP_WITHOUT_MODELS();
+  CheckGpt2("");
+}
+
+TEST(OnnxModels, Gpt2TrainStepDataParallel8) {
+  SKIP_WITHOUT_MODELS();
+  CheckGpt2("dp8.json");
+}
+
+TEST(OnnxModels, Gpt2TrainStepMegatron4) {
+  SKIP_WITHOUT_MODELS();
+  CheckGpt2("megatron4.json");
+}
+
+TEST(OnnxModels, Gpt2TrainStepMesh2x4) {
+  SKIP_WITHOUT_MODELS();
+  CheckGpt2("dp2_mp4.json");
 }
 
 }  // namespace
