@@ -323,6 +323,10 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     r.message = "out of memory";
   }
   if (r.ok()) return finish(Make(c, CaseOutcome::kPassed, ""));
+  if (r.message.find("std::bad_alloc") != std::string::npos)
+    return finish(Make(c, CaseOutcome::kSkipped,
+                       "too large to run: out of memory with " +
+                           std::to_string(c.num_partitions) + " devices in one process"));
   if (r.status == "too-large")
     return finish(Make(c, CaseOutcome::kSkipped, "too large to run: " + r.message));
   if (r.status == "reference")
