@@ -5,7 +5,8 @@ set -euo pipefail
 pkgs=(g++ cmake ninja-build python3 libgtest-dev libgmock-dev libbenchmark-dev
       libopenblas-dev nlohmann-json3-dev libcli11-dev llvm-14-tools ccache
       libonnx-dev libprotobuf-dev protobuf-compiler
-      openmpi-bin libopenmpi-dev)
+      openmpi-bin libopenmpi-dev
+      chromium)  # headless browser test of `meshsplit report --html`
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
