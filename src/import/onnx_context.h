@@ -90,5 +90,6 @@ using OpTable = std::unordered_map<std::string, LowerFn>;
 void RegisterElementwiseOps(OpTable& table);
 void RegisterTensorOps(OpTable& table);
 void RegisterNnOps(OpTable& table);
+void RegisterConvOps(OpTable& table);
 
 }  // namespace meshsplit::onnx_import

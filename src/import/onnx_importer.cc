@@ -33,6 +33,7 @@ const onnx_import::OpTable& Ops() {
     onnx_import::RegisterElementwiseOps(t);
     onnx_import::RegisterTensorOps(t);
     onnx_import::RegisterNnOps(t);
+    onnx_import::RegisterConvOps(t);
     return t;
   }();
   return table;

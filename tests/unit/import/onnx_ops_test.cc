@@ -57,6 +57,13 @@ void AddIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_i(v);
 }
 
+void AddIntsAttr(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
 Literal Iota(Shape shape) {
   Literal l(shape);
   for (int64_t i = 0; i < l.element_count(); ++i) l.SetDouble(i, i * 0.5 - 3);
@@ -221,6 +228,86 @@ TEST(OnnxOps, SoftmaxAndWhereBroadcast) {
       double s = std::exp(x.GetDouble(r * 3 + k)) / denom;
       EXPECT_NEAR(outs[0].GetDouble(r * 3 + k), s, 1e-6);
       EXPECT_NEAR(outs[1].GetDouble(r * 3 + k), k == 1 ? s : x.GetDouble(r * 3 + k), 1e-6);
+    }
+  }
+}
+
+// Conv (stride 2, pads 1, bias) and MaxPool/GlobalAveragePool/BatchNorm on
+// NCHW tensors, against direct loops.
+TEST(OnnxOps, ConvAndPools) {
+  Graph g;
+  g.Input("x", {1, 2, 5, 5});
+  g.Input("w", {3, 2, 3, 3});
+  g.Input("b", {3});
+  g.Input("scale", {3});
+  g.Input("shift", {3});
+  g.Input("mean", {3});
+  g.Input("var", {3});
+  auto* conv = g.Node("Conv", {"x", "w", "b"}, {"y"});
+  AddIntsAttr(conv, "strides", {2, 2});
+  AddIntsAttr(conv, "pads", {1, 1, 1, 1});
+  auto* pool = g.Node("MaxPool", {"x"}, {"p"});
+  AddIntsAttr(pool, "kernel_shape", {2, 2});
+  AddIntsAttr(pool, "strides", {2, 2});
+  g.Node("GlobalAveragePool", {"y"}, {"gap"});
+  g.Node("BatchNormalization", {"y", "scale", "shift", "mean", "var"}, {"bn"});
+  g.Output("y");
+  g.Output("p");
+  g.Output("gap");
+  g.Output("bn");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  ASSERT_TRUE(VerifyModule(**m).ok());
+  Literal x = Iota(Shape(PrimitiveType::F32, {1, 2, 5, 5}));
+  Literal w(Shape(PrimitiveType::F32, {3, 2, 3, 3}));
+  for (int64_t i = 0; i < w.element_count(); ++i) w.SetDouble(i, std::sin(0.7 * i));
+  Literal b = Iota(Shape(PrimitiveType::F32, {3}));
+  std::vector<Literal> args;
+  args.push_back(Iota(x.shape()));
+  args.push_back(w);
+  for (int i = 0; i < 5; ++i) {
+    Literal v(Shape(PrimitiveType::F32, {3}));
+    for (int c = 0; c < 3; ++c) v.SetDouble(c, i == 0 ? b.GetDouble(c) : 0.5 + i + c);
+    args.push_back(std::move(v));
+  }
+  auto outs = RunModel(**m, std::move(args));
+  ASSERT_EQ(outs.size(), 4u);
+  ASSERT_EQ(outs[0].shape().dimensions(), (std::vector<int64_t>{1, 3, 3, 3}));
+  auto X = [&](int c, int h, int ww) {
+    return (h < 0 || h >= 5 || ww < 0 || ww >= 5) ? 0.0 : x.GetDouble((c * 5 + h) * 5 + ww);
+  };
+  std::vector<double> conv_ref(27);
+  for (int o = 0; o < 3; ++o)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 3; ++j) {
+        double s = b.GetDouble(o);
+        for (int c = 0; c < 2; ++c)
+          for (int ki = 0; ki < 3; ++ki)
+            for (int kj = 0; kj < 3; ++kj)
+              s += X(c, 2 * i - 1 + ki, 2 * j - 1 + kj) *
+                   w.GetDouble(((o * 2 + c) * 3 + ki) * 3 + kj);
+        conv_ref[(o * 3 + i) * 3 + j] = s;
+        EXPECT_NEAR(outs[0].GetDouble((o * 3 + i) * 3 + j), s, 1e-4);
+      }
+  ASSERT_EQ(outs[1].shape().dimensions(), (std::vector<int64_t>{1, 2, 2, 2}));
+  for (int c = 0; c < 2; ++c)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double mx = -1e30;
+        for (int di = 0; di < 2; ++di)
+          for (int dj = 0; dj < 2; ++dj) mx = std::max(mx, X(c, 2 * i + di, 2 * j + dj));
+        EXPECT_EQ(outs[1].GetDouble((c * 2 + i) * 2 + j), mx);
+      }
+  ASSERT_EQ(outs[2].shape().dimensions(), (std::vector<int64_t>{1, 3, 1, 1}));
+  for (int o = 0; o < 3; ++o) {
+    double s = 0;
+    for (int k = 0; k < 9; ++k) s += conv_ref[o * 9 + k];
+    EXPECT_NEAR(outs[2].GetDouble(o), s / 9, 1e-4);
+    // scale = 1.5 + o, shift = 2.5 + o, mean = 3.5 + o, var = 4.5 + o.
+    for (int k = 0; k < 9; ++k) {
+      double bn = (conv_ref[o * 9 + k] - (3.5 + o)) / std::sqrt(4.5 + o + 1e-5) * (1.5 + o) +
+                  (2.5 + o);
+      EXPECT_NEAR(outs[3].GetDouble(o * 9 + k), bn, 1e-4);
     }
   }
 }
