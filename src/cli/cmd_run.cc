@@ -7,6 +7,7 @@
 #include "cli/command.h"
 #include "cli/shard_flags.h"
 #include "runtime/run_module.h"
+#include "spmd/mpi_runner.h"
 #include "spmd/run_spmd.h"
 #include "text/parser.h"
 
@@ -27,10 +28,44 @@ struct RunFlags {
   ShardFlags shard;
 };
 
+// `--backend mpi` (one process per partition under mpirun): every rank
+// reads the inputs and runs its partition; rank 0 alone writes/prints.
+int RunCommandMpi(const RunFlags& flags, Module& m) {
+  if (m.entry() == nullptr)
+    return ReportError(Status::Error(flags.file + ": module has no entry computation"));
+  std::unique_ptr<Computation> global_sig;
+  if (flags.partitioned) global_sig = GlobalSignature(m);
+  StatusOr<std::vector<Literal>> inputs = std::vector<Literal>();
+  if (flags.inputs.empty()) {
+    if (m.entry()->parameter_count() > 0)
+      inputs = Status::Error("the entry computation takes " +
+                             std::to_string(m.entry()->parameter_count()) +
+                             " parameters; pass --inputs DIR");
+  } else {
+    inputs = ReadEntryInputs(global_sig ? *global_sig : *m.entry(), flags.inputs);
+  }
+  SpmdRunRequest request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
+                         flags.partitioned, !flags.no_propagate, flags.backend};
+  StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
+  if (!out.ok()) return ReportError(out.status());
+  if (!out->is_root) return 0;
+  if (!flags.outputs.empty()) {
+    Status s = WriteOutputs(out->result, flags.outputs);
+    if (!s.ok()) return ReportError(s);
+  }
+  if (flags.print) {
+    std::vector<const Literal*> outs = OutputArrays(out->result);
+    for (size_t i = 0; i < outs.size(); ++i)
+      std::printf("out%zu = %s\n", i, FormatOutput(*outs[i]).c_str());
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
 int RunCommand(const RunFlags& flags) {
   StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
+  if (flags.backend == "mpi") return RunCommandMpi(flags, m);
   const bool spmd = flags.num_partitions > 1 || flags.partitioned ||
                     (!flags.shard.spec.empty() && m.num_partitions() > 1);
   std::unique_ptr<Computation> global_sig;
@@ -82,7 +117,7 @@ const bool kRegistered = RegisterCommand(
                     "devices");
       app->add_flag("--no-propagate", flags->no_propagate,
                     "With --num-partitions: skip sharding propagation");
-      app->add_option("--backend", flags->backend, "Collectives backend: threads");
+      app->add_option("--backend", flags->backend, "Collectives backend: threads, or mpi (under mpirun, one rank per partition)");
       AddShardFlags(app, &flags->shard);
       return [flags]() { return RunCommand(*flags); };
     });

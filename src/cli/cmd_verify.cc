@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "cli/shard_flags.h"
+#include "spmd/mpi_runner.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
 
@@ -50,9 +51,9 @@ int64_t DefaultPartitions(const Module& m) {
 }
 
 int RunVerify(const VerifyFlags& flags) {
-  if (flags.backend != "threads")
-    return ReportError(Status::Error("verify: backend '" + flags.backend +
-                                     "' is not available (only 'threads')"));
+  if (flags.backend != "threads" && flags.backend != "mpi")
+    return ReportError(Status::Error("verify: unknown backend '" + flags.backend +
+                                     "' (threads or mpi)"));
   StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
@@ -62,7 +63,18 @@ int RunVerify(const VerifyFlags& flags) {
   options.seed = flags.seed;
   options.propagate = !flags.no_propagate;
   options.strict = flags.strict;
-  VerifyResult r = VerifyModule(m, options);
+  // --backend mpi: every rank computes the same verdict (rank 0 judges and
+  // shares it); only rank 0 prints.
+  bool print = true;
+  VerifyResult r;
+  if (flags.backend == "mpi") {
+    MpiVerifyOutcome mpi = VerifyModuleOnMpi(m, options);
+    print = mpi.is_root;
+    r = std::move(mpi.result);
+  } else {
+    r = VerifyModule(m, options);
+  }
+  if (!print) return r.ok() ? 0 : 1;
   if (flags.json) {
     nlohmann::json j;
     j["status"] = r.status;
@@ -118,7 +130,7 @@ const bool kRegistered = RegisterCommand(
                     "Skip sharding propagation (unannotated values are replicated)");
       app->add_flag("--strict", flags->strict, "Partitioner fallbacks are errors");
       app->add_flag("--json", flags->json, "Print one JSON document");
-      app->add_option("--backend", flags->backend, "Collectives backend (threads)");
+      app->add_option("--backend", flags->backend, "Collectives backend: threads, or mpi (under mpirun, one rank per partition)");
       AddShardFlags(app, &flags->shard);
       return [flags]() { return RunVerify(*flags); };
     });

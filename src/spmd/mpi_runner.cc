@@ -1,0 +1,336 @@
+// The mpi backend of `run` / `verify` (see mpi_runner.h). All ranks walk the
+// same steps; every step that can fail on only some ranks (reading inputs,
+// partitioning, assembling) ends with an agreement so that all ranks return
+// the same Status instead of some of them waiting forever in a collective.
+#include "spmd/mpi_runner.h"
+
+#ifdef MESHSPLIT_HAVE_MPI
+#include <mpi.h>
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+
+#include "collectives/mpi_backend.h"
+#include "ir/computation.h"
+#include "ir/verifier.h"
+#include "runtime/interpreter.h"
+#include "spmd/collective_adapter.h"
+#include "spmd/executor.h"
+
+extern "C" {
+int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+}
+#endif
+
+namespace meshsplit {
+
+#ifndef MESHSPLIT_HAVE_MPI
+
+bool MpiBackendBuilt() { return false; }
+
+namespace {
+Status NotBuilt() {
+  return Status::Error(
+      "backend 'mpi' is not available: this meshsplit was built without MPI "
+      "(install an MPI implementation, e.g. libopenmpi-dev, and reconfigure with "
+      "-DMESHSPLIT_MPI=ON)");
+}
+}  // namespace
+
+StatusOr<MpiRunOutcome> RunModuleOnMpi(Module&, StatusOr<std::vector<Literal>>,
+                                       const SpmdRunRequest&) {
+  return NotBuilt();
+}
+
+MpiVerifyOutcome VerifyModuleOnMpi(Module&, const VerifyOptions&) {
+  MpiVerifyOutcome out;
+  out.is_root = true;
+  out.result.status = "spmd";
+  out.result.message = NotBuilt().ToString();
+  return out;
+}
+
+#else  // MESHSPLIT_HAVE_MPI
+
+bool MpiBackendBuilt() { return true; }
+
+namespace {
+
+// MPI lives from the first use until the process exits (MPI_Finalize in the
+// session's destructor at static destruction).
+void EnsureMpi() {
+  static std::unique_ptr<MpiSession> session;
+  if (!session) session = std::make_unique<MpiSession>(nullptr, nullptr);
+}
+
+int WorldRank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int WorldSize() {
+  int n = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+[[noreturn]] void AbortJob(const std::string& message) {
+  std::fprintf(stderr, "error: rank %d: %s (aborting all ranks)\n", WorldRank(),
+               message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+  std::abort();  // MPI_Abort does not return; keeps [[noreturn]] honest.
+}
+
+// Collective: every rank passes its local verdict and gets back the error of
+// the lowest failing rank (prefixed "rank r: " when the world has more than
+// one rank), or Ok when all succeeded.
+Status Agree(const Status& local) {
+  const int size = WorldSize();
+  int failed = local.ok() ? 0 : 1;
+  std::vector<int> all(size);
+  MPI_Allgather(&failed, 1, MPI_INT, all.data(), 1, MPI_INT, MPI_COMM_WORLD);
+  int first = -1;
+  for (int r = 0; r < size && first < 0; ++r)
+    if (all[r]) first = r;
+  if (first < 0) return Status::Ok();
+  std::string msg = local.ok() ? std::string() : local.message();
+  int len = static_cast<int>(msg.size());
+  MPI_Bcast(&len, 1, MPI_INT, first, MPI_COMM_WORLD);
+  msg.resize(len);
+  MPI_Bcast(msg.data(), len, MPI_CHAR, first, MPI_COMM_WORLD);
+  if (size > 1) msg = "rank " + std::to_string(first) + ": " + msg;
+  return Status::Error(msg, local.ok() || WorldRank() != first ? SourceLoc() : local.loc());
+}
+
+void CollectLeaves(Literal& lit, std::vector<Literal*>& out) {
+  if (lit.shape().IsTuple()) {
+    for (Literal& e : lit.elements()) CollectLeaves(e, out);
+    return;
+  }
+  out.push_back(&lit);
+}
+
+// Runs this rank's partition of `partitioned` on full `inputs` (every rank
+// has them) and gathers the per-device results to rank 0 (empty elsewhere).
+// A failure during the run aborts the job.
+std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
+                                              const std::vector<Literal>& inputs) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  const Computation* entry = partitioned.entry();
+  // This rank's arguments. Splitting is deterministic and the same on every
+  // rank, so a failure here is seen by all ranks alike.
+  std::vector<Literal> args;
+  Status split_status = Status::Ok();
+  if (static_cast<int>(inputs.size()) != entry->parameter_count()) {
+    split_status = Status::Error("the entry computation takes " +
+                                 std::to_string(entry->parameter_count()) +
+                                 " parameters, got " + std::to_string(inputs.size()) +
+                                 " inputs");
+  }
+  for (int p = 0; split_status.ok() && p < entry->parameter_count(); ++p) {
+    const Instruction* param = entry->parameter(p);
+    StatusOr<std::vector<Literal>> parts = SplitByShardings(
+        inputs[p], param->shape(), ShardingOrReplicated(*param), size, /*poison_padding=*/true);
+    if (!parts.ok()) {
+      split_status = Status::Error("parameter " + std::to_string(p) + " (%" + param->name() +
+                                       "): " + parts.status().message(),
+                                   param->loc());
+      break;
+    }
+    args.push_back(std::move((*parts)[rank]));
+  }
+  Status agreed = Agree(split_status);
+  if (!agreed.ok()) AbortJob(agreed.message());
+
+  // One BLAS thread per rank, as the threads backend uses one per device:
+  // keeps results bit-identical between the backends.
+  const int saved_threads = openblas_get_num_threads();
+  openblas_set_num_threads(1);
+  MpiCommunicator comm;
+  CollectiveAdapter adapter(comm);
+  EvalContext ctx;
+  ctx.partition_id = rank;
+  ctx.replica_id = 0;
+  ctx.collectives = &adapter;
+  StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args), ctx);
+  openblas_set_num_threads(saved_threads);
+  if (!r.ok()) AbortJob("device " + std::to_string(rank) + ": " + r.status().message());
+  Literal local = std::move(r).value();
+
+  // Flatten the leaves; every rank has the same result shape.
+  std::vector<Literal*> leaves;
+  CollectLeaves(local, leaves);
+  std::vector<unsigned char> send;
+  for (const Literal* l : leaves)
+    send.insert(send.end(), l->raw(), l->raw() + l->size_bytes());
+  long long my_bytes = static_cast<long long>(send.size());
+  std::vector<long long> bytes(size);
+  MPI_Gather(&my_bytes, 1, MPI_LONG_LONG, bytes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  Status size_status = Status::Ok();
+  if (rank == 0) {
+    for (int d = 0; d < size; ++d)
+      if (bytes[d] != my_bytes || bytes[d] > (1LL << 31) - 1)
+        size_status = Status::Error("device " + std::to_string(d) + " returned " +
+                                    std::to_string(bytes[d]) +
+                                    " result bytes; device 0 returned " +
+                                    std::to_string(my_bytes) + " (or over 2 GiB)");
+  }
+  agreed = Agree(size_status);
+  if (!agreed.ok()) AbortJob(agreed.message());
+  std::vector<unsigned char> recv;
+  std::vector<int> counts(size, static_cast<int>(my_bytes)), displs(size);
+  for (int d = 0; d < size; ++d) displs[d] = static_cast<int>(d * my_bytes);
+  if (rank == 0) recv.resize(static_cast<size_t>(my_bytes) * size);
+  MPI_Gatherv(send.data(), static_cast<int>(my_bytes), MPI_BYTE, recv.data(), counts.data(),
+              displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  std::vector<Literal> per_device;
+  if (rank != 0) return per_device;
+  per_device.resize(size);
+  for (int d = 0; d < size; ++d) {
+    per_device[d] = local;  // same shape; overwritten with device d's bytes
+    std::vector<Literal*> dst;
+    CollectLeaves(per_device[d], dst);
+    size_t off = static_cast<size_t>(displs[d]);
+    for (Literal* l : dst) {
+      if (l->size_bytes() > 0) std::memcpy(l->raw(), recv.data() + off, l->size_bytes());
+      off += l->size_bytes();
+    }
+  }
+  return per_device;
+}
+
+Status CheckWorld(int64_t num_partitions) {
+  if (WorldSize() != num_partitions)
+    return Status::Error("backend 'mpi' needs one rank per partition: the module has " +
+                         std::to_string(num_partitions) + " partitions but mpirun started " +
+                         std::to_string(WorldSize()) + " ranks (use mpirun -np " +
+                         std::to_string(num_partitions) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Literal>> inputs,
+                                       const SpmdRunRequest& request) {
+  EnsureMpi();
+  MS_RETURN_IF_ERROR(CheckWorld(request.num_partitions));
+  MS_RETURN_IF_ERROR(Agree(inputs.ok() ? Status::Ok() : inputs.status()));
+  if (module.entry() == nullptr) return Status::Error("module has no entry computation");
+  // Partition (or check the partitioned module) on every rank; the result is
+  // deterministic, so every rank runs the same program.
+  std::unique_ptr<Module> owned;
+  const Module* partitioned = &module;
+  Shape result_shape;
+  Status prepared = Status::Ok();
+  if (request.already_partitioned) {
+    if (module.num_partitions() != request.num_partitions)
+      prepared = Status::Error("the module header says num_partitions=" +
+                               std::to_string(module.num_partitions()) + " but " +
+                               std::to_string(request.num_partitions) + " were requested");
+    else
+      prepared = meshsplit::VerifyModule(static_cast<const Module&>(module));
+    if (prepared.ok()) result_shape = GlobalResultShape(module);
+  } else {
+    result_shape = module.entry()->root()->shape();
+    StatusOr<std::unique_ptr<Module>> p = PropagateAndPartition(
+        module, request.num_partitions, request.propagate, /*strict=*/false);
+    if (p.ok()) {
+      owned = std::move(p).value();
+      partitioned = owned.get();
+    } else {
+      prepared = p.status();
+    }
+  }
+  MS_RETURN_IF_ERROR(Agree(prepared));
+  std::vector<Literal> per_device = RunOwnPartitionAndGather(*partitioned, *inputs);
+  MpiRunOutcome out;
+  out.is_root = WorldRank() == 0;
+  Status assembled = Status::Ok();
+  if (out.is_root) {
+    const Instruction* root = partitioned->entry()->root();
+    StatusOr<Literal> full = Assemble(per_device, result_shape, ShardingOrReplicated(*root));
+    if (full.ok())
+      out.result = std::move(full).value();
+    else
+      assembled = Status::Error("result (%" + root->name() + "): " + full.status().message(),
+                                root->loc());
+  }
+  MS_RETURN_IF_ERROR(Agree(assembled));
+  return out;
+}
+
+MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options) {
+  EnsureMpi();
+  MpiVerifyOutcome out;
+  out.is_root = WorldRank() == 0;
+  VerifyResult& result = out.result;
+  auto fail = [&](const std::string& stage, const Status& s) {
+    result.status = stage;
+    result.message = s.ToString();
+    return out;
+  };
+  Status world = CheckWorld(options.num_partitions);
+  if (!world.ok()) return fail("spmd", world);
+  if (module.entry() == nullptr)
+    return fail("reference", Status::Error("module has no entry computation"));
+  std::string stage;
+  StatusOr<std::unique_ptr<Module>> partitioned = PropagateAndPartition(
+      module, options.num_partitions, options.propagate, options.strict, &stage);
+  Status agreed = Agree(partitioned.ok() ? Status::Ok() : partitioned.status());
+  if (!agreed.ok()) return fail(stage.empty() ? "partition" : stage, agreed);
+  CompareOptions copts = options.compare;
+  copts.reduction_length = ReductionLength(module);
+  result.reduction_length = copts.reduction_length;
+  // Same seed on every rank: the same inputs everywhere, no broadcast needed.
+  std::vector<Literal> inputs = RandomInputs(*module.entry(), options.seed);
+  std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs);
+  // Rank 0 judges; the verdict is shared so every rank exits alike.
+  if (out.is_root) {
+    StatusOr<Literal> ref = EvaluateModule(module, inputs);
+    const Instruction* proot = (*partitioned)->entry()->root();
+    if (!ref.ok()) {
+      result.status = "reference";
+      result.message = ref.status().ToString();
+    } else {
+      StatusOr<Literal> got =
+          Assemble(per_device, module.entry()->root()->shape(), ShardingOrReplicated(*proot));
+      if (!got.ok()) {
+        result.status = "assemble";
+        result.message = "result (%" + proot->name() + "): " + got.status().message();
+      } else {
+        Comparison c = CompareValues(*ref, *got, "out", copts);
+        result.max_abs_error = c.max_abs_error;
+        result.max_rel_error = c.max_rel_error;
+        if (!c.ok) {
+          result.status = "mismatch";
+          result.message = c.first_mismatch + " (" + std::to_string(c.mismatches) +
+                           " elements differ)";
+          result.divergence_detail =
+              "divergence localisation is not done on the mpi backend; rerun with "
+              "--backend threads to locate it";
+        }
+      }
+    }
+  }
+  // Share rank 0's status and message.
+  std::string verdict = result.status + '\n' + result.message;
+  int len = static_cast<int>(verdict.size());
+  MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  verdict.resize(len);
+  MPI_Bcast(verdict.data(), len, MPI_CHAR, 0, MPI_COMM_WORLD);
+  if (!out.is_root) {
+    size_t nl = verdict.find('\n');
+    result.status = verdict.substr(0, nl);
+    result.message = verdict.substr(nl + 1);
+  }
+  return out;
+}
+
+#endif  // MESHSPLIT_HAVE_MPI
+
+}  // namespace meshsplit

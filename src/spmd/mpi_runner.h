@@ -1,0 +1,49 @@
+// `run` and `verify` on the `mpi` collectives backend: one process per
+// partition under mpirun, rank r = partition r. Every rank parses the same
+// module, partitions it the same way, cuts its own shard out of the full
+// inputs and runs the interpreter with the MPI communicator; the per-device
+// results are gathered to rank 0, which alone assembles (and compares) them.
+// Without MPI in the build these entry points return a clear error.
+#pragma once
+
+#include <vector>
+
+#include "ir/literal.h"
+#include "ir/module.h"
+#include "spmd/run_spmd.h"
+#include "spmd/verify.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+// Whether this binary was built with the MPI backend.
+bool MpiBackendBuilt();
+
+struct MpiRunOutcome {
+  // Rank 0: `result` holds the assembled full result. Other ranks: empty.
+  bool is_root = false;
+  Literal result;
+};
+
+// `inputs` is this rank's attempt at reading the full inputs; an error on
+// any rank (and a world size other than request.num_partitions) comes back
+// as the same error Status on every rank. A failure while the partitioned
+// program runs (when the other ranks may be waiting in a collective) prints
+// the message and ends the whole job with MPI_Abort (exit status 1).
+StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Literal>> inputs,
+                                       const SpmdRunRequest& request);
+
+struct MpiVerifyOutcome {
+  bool is_root = false;
+  // On rank 0 the verdict; on the other ranks only status/message are set
+  // (the same as rank 0's).
+  VerifyResult result;
+};
+
+// VerifyModule with the partitioned program run across the MPI ranks (world
+// size must equal options.num_partitions). Every rank generates the same
+// seeded inputs; rank 0 runs the reference and compares. Divergence
+// localisation is not done on this backend (the message says so).
+MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options);
+
+}  // namespace meshsplit
