@@ -32,6 +32,7 @@ Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
 PartitionedValue SliceToTarget(SpmdBuilder& b, const PartitionedValue& v,
                                const Sharding& target,
                                const std::vector<int64_t>& dims) {
+  if (dims.empty()) return {v.hlo, v.shape, target};
   const std::vector<int64_t>& global = v.shape.dimensions();
   std::vector<int64_t> high(global.size(), 0);
   std::vector<Instruction*> starts;
@@ -198,6 +199,19 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   if (v.sharding == dst) return v;
   // Fully manual values are already per-device; nothing to move.
   if (v.sharding.IsManual() || dst.IsManual()) return {v.hlo, v.shape, dst};
+  // Into partial sums: lay the value out as the reduced target, then keep
+  // it on the first member of each unreduced group and zero it elsewhere.
+  if (HasUnreduced(dst) && !HasUnreduced(v.sharding)) {
+    PartitionedValue r = ReshardArray(b, v, ReduceUnreduced(dst));
+    Instruction* member = dst.kind() == Sharding::Kind::kUnreduced
+        ? b.PartitionIdS32()
+        : b.TileIndices(dst.tile_assignment())[dst.SubgroupDim(SubgroupType::kUnreduced)];
+    Instruction* first = b.Compare(member, b.ScalarS32(0), ComparisonDirection::kEq);
+    const std::vector<int64_t>& local = r.hlo->shape().dimensions();
+    Instruction* zeros = b.BroadcastScalar(b.Zero(v.shape.element_type()), local);
+    Instruction* kept = b.Select(b.BroadcastScalar(first, local), r.hlo, zeros);
+    return {kept, v.shape, dst};
+  }
   // A replicated value holds every tile: slice out this partition's.
   if (v.sharding.IsReplicated() && dst.IsTiled()) {
     std::vector<int64_t> tiled;
@@ -230,7 +244,7 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
             : v.sharding.GroupsAlongDims({v.sharding.SubgroupDim(SubgroupType::kUnreduced)});
     v.hlo = b.AllReduce(v.hlo, groups, SumReducer(b, v.shape.element_type()));
     v.sharding = ReduceUnreduced(v.sharding);
-    if (v.sharding == dst) return v;
+    return ReshardArray(b, v, dst);
   }
   const int64_t rank = v.shape.rank();
   if (rank == 0) return {v.hlo, v.shape, dst};
