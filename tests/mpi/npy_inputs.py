@@ -36,6 +36,11 @@ def main():
     module, out_dir, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
     rng = random.Random(seed)
     params = entry_parameters(open(module).read())
+    # Optional NAME=D0,D1 overrides: the global shape of a parameter of an
+    # already partitioned module (whose text holds the per-device shape).
+    overrides = dict(a.split("=", 1) for a in sys.argv[4:])
+    params = [(i, n, t, [int(d) for d in overrides[n].split(",")] if n in overrides else dims)
+              for i, n, t, dims in params]
     if not params:
         sys.exit("no f32/s32 parameters found in " + module)
     for _, name, dtype, dims in params:

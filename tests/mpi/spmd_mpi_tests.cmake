@@ -1,0 +1,45 @@
+# CTests (LABELS mpi) for `run` / `verify --backend mpi`: outputs byte-identical
+# to --backend threads, and a failure on one rank ending every rank.
+# Included from src/spmd/CMakeLists.txt when ms_collectives_mpi exists.
+set(_mpi_dir ${CMAKE_SOURCE_DIR}/tests/mpi)
+set(_mpi_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
+set(_mpi_work ${CMAKE_BINARY_DIR}/tests/mpi_work)
+
+function(_spmd_mpi_diff name np module flags)
+  add_test(NAME spmd_mpi_${name}_np${np}
+           COMMAND sh ${_mpi_dir}/backend_diff.sh $<TARGET_FILE:meshsplit> ${MPIEXEC_EXECUTABLE}
+                   ${np} ${module} ${_mpi_work}/${name}_np${np} "${flags}" ${ARGN})
+  set_tests_properties(spmd_mpi_${name}_np${np} PROPERTIES
+                       LABELS mpi TIMEOUT 120 ENVIRONMENT "${_mpi_env}")
+endfunction()
+
+_spmd_mpi_diff(two_way 2 ${_mpi_dir}/two_way.hlo "--num-partitions 2")
+_spmd_mpi_diff(partitioned_collectives 2 ${_mpi_dir}/partitioned_collectives.hlo "--partitioned"
+               x=8,8)
+_spmd_mpi_diff(megatron_mlp 4 ${CMAKE_SOURCE_DIR}/examples/strategies/megatron_mlp.hlo
+               "--num-partitions 4")
+_spmd_mpi_diff(dp_mlp_train 4 ${CMAKE_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
+               "--num-partitions 4")
+
+add_test(NAME spmd_mpi_verify_np4
+         COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
+                 $<TARGET_FILE:meshsplit> verify
+                 ${CMAKE_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
+set_tests_properties(spmd_mpi_verify_np4 PROPERTIES
+                     LABELS mpi TIMEOUT 120 ENVIRONMENT "${_mpi_env}"
+                     PASS_REGULAR_EXPRESSION "OK: 4 partitions"
+                     FAIL_REGULAR_EXPRESSION "error:|MISMATCH")
+
+add_test(NAME spmd_mpi_world_size_mismatch
+         COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2
+                 $<TARGET_FILE:meshsplit> verify
+                 ${CMAKE_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
+set_tests_properties(spmd_mpi_world_size_mismatch PROPERTIES
+                     LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}"
+                     PASS_REGULAR_EXPRESSION "needs one rank per partition.*started 2 ranks")
+
+add_test(NAME spmd_mpi_rank_failure
+         COMMAND sh ${_mpi_dir}/rank_failure.sh $<TARGET_FILE:meshsplit> ${MPIEXEC_EXECUTABLE}
+                 ${_mpi_dir}/two_way.hlo ${_mpi_work}/rank_failure)
+set_tests_properties(spmd_mpi_rank_failure PROPERTIES
+                     LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
