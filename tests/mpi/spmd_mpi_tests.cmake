@@ -16,6 +16,7 @@ endfunction()
 _spmd_mpi_diff(two_way 2 ${_mpi_dir}/two_way.hlo "--num-partitions 2")
 _spmd_mpi_diff(partitioned_collectives 2 ${_mpi_dir}/partitioned_collectives.hlo "--partitioned"
                x=8,8)
+_spmd_mpi_diff(uneven 3 ${_mpi_dir}/uneven.hlo "--num-partitions 3")
 _spmd_mpi_diff(megatron_mlp 4 ${CMAKE_SOURCE_DIR}/examples/strategies/megatron_mlp.hlo
                "--num-partitions 4")
 _spmd_mpi_diff(dp_mlp_train 4 ${CMAKE_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
@@ -28,6 +29,14 @@ add_test(NAME spmd_mpi_verify_np4
 set_tests_properties(spmd_mpi_verify_np4 PROPERTIES
                      LABELS mpi TIMEOUT 120 ENVIRONMENT "${_mpi_env}"
                      PASS_REGULAR_EXPRESSION "OK: 4 partitions"
+                     FAIL_REGULAR_EXPRESSION "error:|MISMATCH")
+
+add_test(NAME spmd_mpi_verify_np2
+         COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2
+                 $<TARGET_FILE:meshsplit> verify ${_mpi_dir}/two_way.hlo --backend mpi --seed 5)
+set_tests_properties(spmd_mpi_verify_np2 PROPERTIES
+                     LABELS mpi TIMEOUT 120 ENVIRONMENT "${_mpi_env}"
+                     PASS_REGULAR_EXPRESSION "OK: 2 partitions"
                      FAIL_REGULAR_EXPRESSION "error:|MISMATCH")
 
 add_test(NAME spmd_mpi_world_size_mismatch
