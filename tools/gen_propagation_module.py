@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Writes a synthetic HLO module for sharding-propagation timing.
 
-A chain of LAYERS blocks (add, multiply, dot with a shared weight, transpose,
-reshape round trip; 7 instructions each) after one annotated parameter. The
+Arguments: LAYERS [DEVICES]. A chain of LAYERS blocks (add, multiply, dot with a shared weight, transpose,
+reshape round trip; 7 instructions each) after one annotated parameter, tiled
+8 ways on dim 0 and replicated over the remaining DEVICES/8 devices. The
 same module is built in C++ by bench/bench_propagation.cc.
 
   tools/gen_propagation_module.py 14300 > /tmp/prop100k.hlo   # ~100k instrs
+  tools/gen_propagation_module.py 14300 8192 > /tmp/prop100k_8192.hlo
   meshsplit propagate /tmp/prop100k.hlo --json > /dev/null
 """
 import sys
@@ -13,9 +15,16 @@ import sys
 
 def main():
     layers = int(sys.argv[1]) if len(sys.argv) > 1 else 14300
+    devices = int(sys.argv[2]) if len(sys.argv) > 2 else 8
+    if devices % 8 != 0:
+        sys.exit("DEVICES must be a multiple of 8")
     out = sys.stdout
-    out.write("HloModule synthetic, num_partitions=8\n\nENTRY main {\n")
-    out.write("  x_0 = f32[64,128] parameter(0), sharding={devices=[8,1]<=[8]}\n")
+    out.write(f"HloModule synthetic, num_partitions={devices}\n\nENTRY main {{\n")
+    if devices == 8:
+        sharding = "{devices=[8,1]<=[8]}"
+    else:
+        sharding = f"{{devices=[8,1,{devices // 8}]<=[{devices}] last_tile_dim_replicate}}"
+    out.write(f"  x_0 = f32[64,128] parameter(0), sharding={sharding}\n")
     out.write("  w = f32[128,128] parameter(1)\n")
     for i in range(layers):
         out.write(f"  add_{i} = f32[64,128] add(x_{i}, x_{i})\n")
