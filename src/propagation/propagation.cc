@@ -750,8 +750,22 @@ void Propagator::RestoreAndCheckEntryShardings() {
 }
 
 Status Propagator::WriteBack() {
-  // Most values share a handful of shardings: convert each text once.
+  // Most values share a handful of shardings: convert each one once. Leaves
+  // are looked up structurally first (cheap when device lists are shared), so
+  // a sharding over many devices is printed once, not once per instruction.
   std::unordered_map<std::string, Sharding> converted;
+  std::unordered_map<uint64_t, std::vector<std::pair<PSharding, const Sharding*>>>
+      by_structure;
+  auto structure_hash = [](const PSharding& s) {
+    uint64_t h = static_cast<uint64_t>(s.kind()) * 0x9e3779b97f4a7c15ULL;
+    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+    for (int64_t d : s.tile_assignment().dims) mix(static_cast<uint64_t>(d));
+    for (SubgroupType t : s.subgroup_types()) mix(static_cast<uint64_t>(t) + 7);
+    mix(s.tile_assignment().devices.size());
+    mix(static_cast<uint64_t>(s.shard_group_id() + 3));
+    mix(s.cse_prevention());
+    return h;
+  };
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr) || opaque_.count(instr)) continue;
     const int id = Id(instr);
@@ -762,6 +776,20 @@ Status Propagator::WriteBack() {
       continue;
     }
     if (before && *before == *now && !now->cse_prevention()) continue;
+    std::vector<std::pair<PSharding, const Sharding*>>* bucket = nullptr;
+    if (!now->IsTuple()) {
+      bucket = &by_structure[structure_hash(*now)];
+      const Sharding* hit = nullptr;
+      for (const auto& [ps, sh] : *bucket)
+        if (ps == *now && ps.cse_prevention() == now->cse_prevention()) {
+          hit = sh;
+          break;
+        }
+      if (hit != nullptr) {
+        instr->set_sharding(*hit);
+        continue;
+      }
+    }
     std::string text = now->ToString();
     if (now->cse_prevention()) {
       text.pop_back();
@@ -776,6 +804,7 @@ Status Propagator::WriteBack() {
                              parsed.status().message());
       it = converted.emplace(text, std::move(*parsed)).first;
     }
+    if (bucket != nullptr) bucket->emplace_back(*now, &it->second);
     instr->set_sharding(it->second);
   }
   return Status::Ok();

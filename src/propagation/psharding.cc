@@ -23,6 +23,14 @@ int64_t Product(const std::vector<int64_t>& v, size_t begin = 0,
 
 }  // namespace
 
+DeviceList DeviceList::Iota(int64_t n) {
+  std::vector<int64_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  DeviceList d(std::move(v));
+  d.iota_ = true;
+  return d;
+}
+
 // --- TileArray ---------------------------------------------------------------
 
 int64_t TileArray::num_elements() const { return Product(dims); }
@@ -43,7 +51,20 @@ TileArray TileArray::Transpose(const std::vector<int64_t>& perm) const {
   TileArray r;
   r.dims.resize(dims.size());
   for (size_t i = 0; i < perm.size(); ++i) r.dims[i] = dims[perm[i]];
-  r.devices.resize(devices.size());
+  // Moving only size-1 dims keeps the row-major order: share the list.
+  bool order_kept = true;
+  int64_t last = -1;
+  for (size_t i = 0; i < perm.size() && order_kept; ++i) {
+    if (dims[perm[i]] == 1) continue;
+    order_kept = perm[i] > last;
+    last = perm[i];
+  }
+  if (order_kept) {
+    r.devices = devices;
+    return r;
+  }
+  std::vector<int64_t>& out = r.devices.mut();
+  out.resize(devices.size());
   std::vector<int64_t> src_strides(dims.size(), 1);
   for (int i = (int)dims.size() - 2; i >= 0; --i)
     src_strides[i] = src_strides[i + 1] * dims[i + 1];
@@ -52,7 +73,7 @@ TileArray TileArray::Transpose(const std::vector<int64_t>& perm) const {
   for (size_t k = 0; k < devices.size(); ++k) {
     int64_t src = 0;
     for (int i = 0; i < n; ++i) src += idx[i] * src_strides[perm[i]];
-    r.devices[k] = devices[src];
+    out[k] = devices[src];
     for (int i = n - 1; i >= 0; --i) {
       if (++idx[i] < r.dims[i]) break;
       idx[i] = 0;
@@ -126,8 +147,14 @@ PSharding PSharding::PartialTile(TileArray tiles) {
   // Devices inside a replication group are interchangeable; keep them sorted
   // so equal placements print alike.
   const int64_t group = tiles.dims.back();
-  for (size_t i = 0; i < tiles.devices.size(); i += group)
-    std::sort(tiles.devices.begin() + i, tiles.devices.begin() + i + group);
+  bool sorted = tiles.devices.iota();
+  for (size_t i = 0; !sorted && i < tiles.devices.size(); i += group)
+    sorted = std::is_sorted(tiles.devices.begin() + i, tiles.devices.begin() + i + group);
+  if (!sorted) {
+    std::vector<int64_t>& d = tiles.devices.mut();
+    for (size_t i = 0; i < d.size(); i += group)
+      std::sort(d.begin() + i, d.begin() + i + group);
+  }
   PSharding s = Tile(std::move(tiles));
   s.subgroup_ = {SubgroupType::kReplicated};
   return s;
@@ -482,8 +509,7 @@ class ShardingParser {
           if (Product(iota_reshape) != n) return Err("iota size mismatch");
           TileArray base;
           base.dims = iota_reshape;
-          base.devices.resize(n);
-          std::iota(base.devices.begin(), base.devices.end(), 0);
+          base.devices = DeviceList::Iota(n);
           if (!iota_perm.empty()) {
             if (iota_perm.size() != iota_reshape.size())
               return Err("bad iota permutation");
@@ -534,7 +560,7 @@ std::string LeafBody(const PSharding& s) {
       os << "devices=[";
       AppendList(os, s.tile_assignment().dims);
       os << "]";
-      AppendList(os, s.tile_assignment().devices);
+      AppendList(os, s.tile_assignment().devices.vec());
       if (s.ReplicateOnLastTileDim()) {
         os << " last_tile_dim_replicate";
       } else if (!s.subgroup_types().empty()) {

@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,10 +19,64 @@ namespace meshsplit::propagation {
 
 enum class SubgroupType { kManual, kReplicated };
 
+// The device ids of a tile array, shared copy-on-write: propagation copies
+// shardings for every inference, and reshapes (and transposes that keep the
+// row-major order) reuse the same list, so those steps cost O(rank) instead of
+// O(devices). Writers detach first. `iota()` is true when the list is known to
+// be 0..n-1 (set by the producers that build it so; cleared by any write).
+class DeviceList {
+ public:
+  DeviceList() = default;
+  DeviceList(std::vector<int64_t> v)  // NOLINT: implicit, like the vector it was
+      : v_(std::make_shared<std::vector<int64_t>>(std::move(v))) {}
+  DeviceList(std::initializer_list<int64_t> v)
+      : v_(std::make_shared<std::vector<int64_t>>(v)) {}
+  static DeviceList Iota(int64_t n);
+
+  size_t size() const { return v_ ? v_->size() : 0; }
+  bool empty() const { return size() == 0; }
+  int64_t operator[](size_t i) const { return (*v_)[i]; }
+  const std::vector<int64_t>& vec() const { return v_ ? *v_ : Empty(); }
+  std::vector<int64_t>::const_iterator begin() const { return vec().begin(); }
+  std::vector<int64_t>::const_iterator end() const { return vec().end(); }
+  // Identity of the shared storage (equal ids => equal contents).
+  const void* id() const { return v_.get(); }
+  bool iota() const { return iota_; }
+
+  // Writers: copy the list first if it is shared.
+  std::vector<int64_t>& mut() {
+    iota_ = false;
+    if (!v_) {
+      v_ = std::make_shared<std::vector<int64_t>>();
+    } else if (v_.use_count() > 1) {
+      v_ = std::make_shared<std::vector<int64_t>>(*v_);
+    }
+    return *v_;
+  }
+  void resize(size_t n) { mut().resize(n); }
+  void push_back(int64_t d) { mut().push_back(d); }
+  void set(size_t i, int64_t d) { mut()[i] = d; }
+
+  bool operator==(const DeviceList& o) const {
+    if (v_ == o.v_) return true;
+    if (iota_ && o.iota_) return size() == o.size();
+    return vec() == o.vec();
+  }
+  bool operator!=(const DeviceList& o) const { return !(*this == o); }
+
+ private:
+  static const std::vector<int64_t>& Empty() {
+    static const std::vector<int64_t> e;
+    return e;
+  }
+  std::shared_ptr<std::vector<int64_t>> v_;
+  bool iota_ = false;
+};
+
 // A tile assignment: an N-d array of device ids, row-major.
 struct TileArray {
   std::vector<int64_t> dims;
-  std::vector<int64_t> devices;
+  DeviceList devices;
 
   int64_t num_elements() const;
   int64_t dim(int i) const { return dims[i]; }

@@ -25,8 +25,7 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 TileArray Iota(std::vector<int64_t> dims) {
   TileArray t;
   t.dims = std::move(dims);
-  t.devices.resize(Product(t.dims));
-  std::iota(t.devices.begin(), t.devices.end(), 0);
+  t.devices = DeviceList::Iota(Product(t.dims));
   return t;
 }
 
@@ -143,7 +142,8 @@ bool MergeShardingIfCompatible(const PSharding& to_merge, int64_t minimum_tiles,
   }
   TileArray out;
   out.dims = merged;
-  out.devices.resize(num_devices);
+  std::vector<int64_t>& out_devices = out.devices.mut();
+  out_devices.resize(num_devices);
   std::vector<int64_t> idx(merged.size(), 0);
   for (int64_t k = 0; k < num_devices; ++k) {
     int64_t mgid = 0, dgid = 0;
@@ -160,7 +160,7 @@ bool MergeShardingIfCompatible(const PSharding& to_merge, int64_t minimum_tiles,
     bool found = false;
     for (int64_t dev : a) {
       if (b.count(dev)) {
-        out.devices[k] = dev;
+        out_devices[k] = dev;
         a.erase(dev);
         b.erase(dev);
         found = true;
@@ -584,8 +584,7 @@ PSharding PropagateShardingThroughReshape(const Shape& source,
   } else {
     local.dims.assign(target.rank(), 1);
     local.dims.push_back(group_size);
-    local.devices.resize(group_size);
-    std::iota(local.devices.begin(), local.devices.end(), 0);
+    local.devices = DeviceList::Iota(group_size);
     types = {SubgroupType::kReplicated};
   }
   TileArray out;
@@ -603,14 +602,15 @@ PSharding ReverseSharding(const PSharding& s, const std::vector<int64_t>& dims) 
   const TileArray& t = s.tile_assignment();
   TileArray out;
   out.dims = t.dims;
-  out.devices.resize(t.devices.size());
+  std::vector<int64_t>& out_devices = out.devices.mut();
+  out_devices.resize(t.devices.size());
   const int n = t.num_dimensions();
   std::vector<int64_t> idx(n, 0);
   for (size_t k = 0; k < t.devices.size(); ++k) {
     std::vector<int64_t> src = idx;
     for (int64_t d : dims)
       if (d < n) src[d] = t.dims[d] - 1 - src[d];
-    out.devices[k] = t.At(src);
+    out_devices[k] = t.At(src);
     for (int i = n - 1; i >= 0; --i) {
       if (++idx[i] < t.dims[i]) break;
       idx[i] = 0;
