@@ -756,16 +756,6 @@ Status Propagator::WriteBack() {
   std::unordered_map<std::string, Sharding> converted;
   std::unordered_map<uint64_t, std::vector<std::pair<PSharding, const Sharding*>>>
       by_structure;
-  auto structure_hash = [](const PSharding& s) {
-    uint64_t h = static_cast<uint64_t>(s.kind()) * 0x9e3779b97f4a7c15ULL;
-    auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
-    for (int64_t d : s.tile_assignment().dims) mix(static_cast<uint64_t>(d));
-    for (SubgroupType t : s.subgroup_types()) mix(static_cast<uint64_t>(t) + 7);
-    mix(s.tile_assignment().devices.size());
-    mix(static_cast<uint64_t>(s.shard_group_id() + 3));
-    mix(s.cse_prevention());
-    return h;
-  };
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr) || opaque_.count(instr)) continue;
     const int id = Id(instr);
@@ -778,7 +768,7 @@ Status Propagator::WriteBack() {
     if (before && *before == *now && !now->cse_prevention()) continue;
     std::vector<std::pair<PSharding, const Sharding*>>* bucket = nullptr;
     if (!now->IsTuple()) {
-      bucket = &by_structure[structure_hash(*now)];
+      bucket = &by_structure[StructureHash(*now)];
       const Sharding* hit = nullptr;
       for (const auto& [ps, sh] : *bucket)
         if (ps == *now && ps.cse_prevention() == now->cse_prevention()) {

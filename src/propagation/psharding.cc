@@ -610,6 +610,17 @@ PSharding Normalize(const PSharding& s) {
   return n;
 }
 
+uint64_t StructureHash(const PSharding& s) {
+  uint64_t h = static_cast<uint64_t>(s.kind()) * 0x9e3779b97f4a7c15ULL;
+  auto mix = [&](uint64_t v) { h = (h ^ v) * 0x100000001b3ULL; };
+  for (int64_t d : s.tile_assignment().dims) mix(static_cast<uint64_t>(d));
+  for (SubgroupType t : s.subgroup_types()) mix(static_cast<uint64_t>(t) + 7);
+  mix(s.tile_assignment().devices.size());
+  mix(static_cast<uint64_t>(s.shard_group_id() + 3));
+  mix(s.cse_prevention());
+  return h;
+}
+
 bool SemanticallyEqual(const PSharding& a, const PSharding& b) {
   PSharding na = Normalize(a), nb = Normalize(b);
   na.set_cse_prevention(false);

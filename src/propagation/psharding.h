@@ -185,6 +185,10 @@ class PSharding {
 // normalised, degenerate cases collapsed. Two shardings place data alike iff
 // their normal forms are structurally equal.
 PSharding Normalize(const PSharding& s);
+// Hash of a leaf's structure (kind, tile dims, subgroup types, device count,
+// shard group, CSE marker) for caches that then compare with operator==; the
+// device ids themselves are not read (O(rank)).
+uint64_t StructureHash(const PSharding& s);
 bool SemanticallyEqual(const PSharding& a, const PSharding& b);
 
 }  // namespace meshsplit::propagation

@@ -552,10 +552,49 @@ PSharding ReshapeNoManual(const Shape& source, const Shape& target,
 
 }  // namespace
 
+namespace {
+
+PSharding ReshapeUncached(const Shape& source, const Shape& target,
+                          const PSharding& s);
+
+// Memo of reshape results: the fixed point asks the same reshape question
+// for every layer of a model, and the answer depends only on the two shapes'
+// dimensions and the sharding. Bounded; cleared when full.
+struct ReshapeMemoEntry {
+  std::vector<int64_t> source, target;
+  PSharding in, out;
+};
+
+}  // namespace
+
 PSharding PropagateShardingThroughReshape(const Shape& source,
                                           const Shape& target,
                                           const PSharding& s) {
   if (!s.IsTiled()) return s;
+  thread_local std::unordered_map<uint64_t, std::vector<ReshapeMemoEntry>> memo;
+  thread_local size_t memo_size = 0;
+  uint64_t h = StructureHash(s);
+  for (int64_t d : source.dimensions()) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
+  h = (h ^ 0xabcdef) * 0x100000001b3ULL;
+  for (int64_t d : target.dimensions()) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
+  auto& bucket = memo[h];
+  for (const ReshapeMemoEntry& e : bucket)
+    if (e.source == source.dimensions() && e.target == target.dimensions() &&
+        e.in == s && e.in.cse_prevention() == s.cse_prevention())
+      return e.out;
+  PSharding out = ReshapeUncached(source, target, s);
+  if (++memo_size > 4096) {
+    memo.clear();
+    memo_size = 1;
+  }
+  memo[h].push_back({source.dimensions(), target.dimensions(), s, out});
+  return out;
+}
+
+namespace {
+
+PSharding ReshapeUncached(const Shape& source, const Shape& target,
+                          const PSharding& s) {
   if (!s.IsManualSubgroup()) return ReshapeNoManual(source, target, s);
   // Handle each manual group alike: reshape the per-group sharding over local
   // positions, then put the manual dim back.
@@ -596,6 +635,8 @@ PSharding PropagateShardingThroughReshape(const Shape& source,
   types.push_back(SubgroupType::kManual);
   return PSharding::Subgroup(std::move(out), std::move(types));
 }
+
+}  // namespace
 
 PSharding ReverseSharding(const PSharding& s, const std::vector<int64_t>& dims) {
   if (!s.IsTiled() || dims.empty()) return s;
