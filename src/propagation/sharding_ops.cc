@@ -363,9 +363,46 @@ std::optional<PSharding> TransposeShardingWithCollapsedDims(
   return WithTypesOf(s, t.Reshape(tiles));
 }
 
+namespace {
+
+PSharding ProjectUncached(const PSharding& s, const std::vector<int64_t>& src_to_tgt,
+                          int64_t target_rank);
+
+// Memo of projections (asked for every elementwise/transpose user of every
+// layer with the same few shardings). Bounded; cleared when full.
+struct ProjectMemoEntry {
+  std::vector<int64_t> src_to_tgt;
+  int64_t target_rank;
+  PSharding in, out;
+};
+
+}  // namespace
+
 PSharding ProjectSharding(const PSharding& s, const std::vector<int64_t>& src_to_tgt,
                           int64_t target_rank) {
   if (!s.IsTiled()) return s;
+  thread_local std::unordered_map<uint64_t, std::vector<ProjectMemoEntry>> memo;
+  thread_local size_t memo_size = 0;
+  uint64_t h = StructureHash(s);
+  for (int64_t d : src_to_tgt) h = (h ^ static_cast<uint64_t>(d + 2)) * 0x100000001b3ULL;
+  h = (h ^ static_cast<uint64_t>(target_rank + 0x5a5a)) * 0x100000001b3ULL;
+  for (const ProjectMemoEntry& e : memo[h])
+    if (e.target_rank == target_rank && e.src_to_tgt == src_to_tgt && e.in == s &&
+        e.in.cse_prevention() == s.cse_prevention())
+      return e.out;
+  PSharding out = ProjectUncached(s, src_to_tgt, target_rank);
+  if (++memo_size > 4096) {
+    memo.clear();
+    memo_size = 1;
+  }
+  memo[h].push_back({src_to_tgt, target_rank, s, out});
+  return out;
+}
+
+namespace {
+
+PSharding ProjectUncached(const PSharding& s, const std::vector<int64_t>& src_to_tgt,
+                          int64_t target_rank) {
   std::vector<int64_t> unmapped;
   std::vector<int64_t> tgt_to_src(target_rank, -1);
   for (size_t i = 0; i < src_to_tgt.size(); ++i) {
@@ -378,6 +415,8 @@ PSharding ProjectSharding(const PSharding& s, const std::vector<int64_t>& src_to
   MS_CHECK(t.has_value());
   return *t;
 }
+
+}  // namespace
 
 PSharding PropagateAlongDimsAndReplicateOthers(
     const PSharding& s, const std::vector<int64_t>& source_dims,
