@@ -130,11 +130,25 @@ void Propagator::Set(const Instruction* i, PSharding s) {
     p.how = ctx_how_;
     p.rule = Rule(i).name;
     for (const Instruction* src : ctx_sources_) p.sources.push_back(src->name());
-    p.sharding = s.ToString();
+    p.sharding = ProvenanceText(s);
     p.aggressiveness = ctx_aggr_;
     report_->history[i->name()].push_back(std::move(p));
   }
   sharding_[id] = std::move(s);
+}
+
+const std::string& Propagator::ProvenanceText(const PSharding& s) {
+  if (s.IsTuple()) return tuple_text_ = s.ToString();
+  auto& bucket = provenance_text_[StructureHash(s)];
+  for (const auto& [ps, text] : bucket)
+    if (ps == s) return text;
+  std::string text = s.ToString();
+  // The IR's printer writes iota device lists as <=[n] (short for any device
+  // count); fall back to the explicit list if it cannot be read.
+  auto parsed = Sharding::Parse(text);
+  if (parsed.ok()) text = parsed->ToString();
+  bucket.emplace_back(s, std::move(text));
+  return bucket.back().second;
 }
 
 void Propagator::Clear(const Instruction* i) { sharding_[Id(i)].reset(); }
@@ -810,7 +824,7 @@ StatusOr<bool> Propagator::Run() {
         ShardingProvenance p;
         p.how = "annotation (input)";
         p.rule = "user";
-        p.sharding = Get(instr).ToString();
+        p.sharding = ProvenanceText(Get(instr));
         report_->history[instr->name()].push_back(p);
       }
   }

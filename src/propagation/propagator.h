@@ -209,6 +209,13 @@ class Propagator {
   bool allow_params_ = false;
   bool structure_changed_ = false;
 
+  // Provenance text of each distinct leaf sharding, in the IR's (compact,
+  // iota-aware) syntax: printed once, not once per assignment.
+  const std::string& ProvenanceText(const PSharding& s);
+  std::unordered_map<uint64_t, std::vector<std::pair<PSharding, std::string>>>
+      provenance_text_;
+  std::string tuple_text_;
+
   std::string ctx_how_;
   std::vector<const Instruction*> ctx_sources_;
   int ctx_aggr_ = -1;
