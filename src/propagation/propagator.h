@@ -4,6 +4,7 @@
 // infer_forward.cc, infer_backward.cc and gather_scatter.cc).
 #pragma once
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -140,6 +141,16 @@ class Propagator {
     if (report_ == nullptr) return;
     ctx_how_.assign(how.data(), how.size());
     ctx_sources_ = std::move(sources);
+  }
+  // Braced source lists ({user}) take this overload: no vector is built (and
+  // no allocation made) unless a report is requested.
+  void SetContext(std::string_view how,
+                  std::initializer_list<const Instruction*> sources,
+                  int aggressiveness) {
+    ctx_aggr_ = aggressiveness;
+    if (report_ == nullptr) return;
+    ctx_how_.assign(how.data(), how.size());
+    ctx_sources_.assign(sources.begin(), sources.end());
   }
   bool Recording() const { return report_ != nullptr; }
 
