@@ -22,6 +22,36 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
+// Bounded memo of a pure sharding function of (sharding, integer key): the
+// fixed point asks the same question for every layer of a model. Compares
+// with operator== (cheap when device lists are shared); cleared when full.
+class ShardingMemo {
+ public:
+  template <typename F>
+  PSharding Get(const PSharding& s, const std::vector<int64_t>& key, F&& compute) {
+    uint64_t h = StructureHash(s);
+    for (int64_t k : key) h = (h ^ static_cast<uint64_t>(k + 2)) * 0x100000001b3ULL;
+    for (const Entry& e : table_[h])
+      if (e.key == key && e.in == s && e.in.cse_prevention() == s.cse_prevention())
+        return e.out;
+    PSharding out = compute();
+    if (++size_ > 4096) {
+      table_.clear();
+      size_ = 1;
+    }
+    table_[h].push_back({key, s, out});
+    return out;
+  }
+
+ private:
+  struct Entry {
+    std::vector<int64_t> key;
+    PSharding in, out;
+  };
+  std::unordered_map<uint64_t, std::vector<Entry>> table_;
+  size_t size_ = 0;
+};
+
 TileArray Iota(std::vector<int64_t> dims) {
   TileArray t;
   t.dims = std::move(dims);
@@ -226,8 +256,19 @@ std::optional<PSharding> ReturnImprovedSharding(
   return std::nullopt;
 }
 
+namespace {
+PSharding TransposeUncached(const PSharding& s, const std::vector<int64_t>& dims);
+}  // namespace
+
 PSharding TransposeSharding(const PSharding& s, const std::vector<int64_t>& dims) {
   if (!s.IsTiled()) return s;
+  thread_local ShardingMemo memo;
+  return memo.Get(s, dims, [&] { return TransposeUncached(s, dims); });
+}
+
+namespace {
+
+PSharding TransposeUncached(const PSharding& s, const std::vector<int64_t>& dims) {
   std::vector<int64_t> perm = dims;
   const int rank = s.TiledDataRank();
   if ((int)perm.size() == rank) {
@@ -241,6 +282,8 @@ PSharding TransposeSharding(const PSharding& s, const std::vector<int64_t>& dims
     types.push_back(s.subgroup_types()[perm[i] - rank]);
   return PSharding::Subgroup(std::move(t), std::move(types));
 }
+
+}  // namespace
 
 PSharding PartiallyReplicateOnDims(const PSharding& s,
                                    const std::vector<int64_t>& dims) {
@@ -368,35 +411,15 @@ namespace {
 PSharding ProjectUncached(const PSharding& s, const std::vector<int64_t>& src_to_tgt,
                           int64_t target_rank);
 
-// Memo of projections (asked for every elementwise/transpose user of every
-// layer with the same few shardings). Bounded; cleared when full.
-struct ProjectMemoEntry {
-  std::vector<int64_t> src_to_tgt;
-  int64_t target_rank;
-  PSharding in, out;
-};
-
 }  // namespace
 
 PSharding ProjectSharding(const PSharding& s, const std::vector<int64_t>& src_to_tgt,
                           int64_t target_rank) {
   if (!s.IsTiled()) return s;
-  thread_local std::unordered_map<uint64_t, std::vector<ProjectMemoEntry>> memo;
-  thread_local size_t memo_size = 0;
-  uint64_t h = StructureHash(s);
-  for (int64_t d : src_to_tgt) h = (h ^ static_cast<uint64_t>(d + 2)) * 0x100000001b3ULL;
-  h = (h ^ static_cast<uint64_t>(target_rank + 0x5a5a)) * 0x100000001b3ULL;
-  for (const ProjectMemoEntry& e : memo[h])
-    if (e.target_rank == target_rank && e.src_to_tgt == src_to_tgt && e.in == s &&
-        e.in.cse_prevention() == s.cse_prevention())
-      return e.out;
-  PSharding out = ProjectUncached(s, src_to_tgt, target_rank);
-  if (++memo_size > 4096) {
-    memo.clear();
-    memo_size = 1;
-  }
-  memo[h].push_back({src_to_tgt, target_rank, s, out});
-  return out;
+  thread_local ShardingMemo memo;
+  std::vector<int64_t> key = src_to_tgt;
+  key.push_back(target_rank);
+  return memo.Get(s, key, [&] { return ProjectUncached(s, src_to_tgt, target_rank); });
 }
 
 namespace {
@@ -596,38 +619,17 @@ namespace {
 PSharding ReshapeUncached(const Shape& source, const Shape& target,
                           const PSharding& s);
 
-// Memo of reshape results: the fixed point asks the same reshape question
-// for every layer of a model, and the answer depends only on the two shapes'
-// dimensions and the sharding. Bounded; cleared when full.
-struct ReshapeMemoEntry {
-  std::vector<int64_t> source, target;
-  PSharding in, out;
-};
-
 }  // namespace
 
 PSharding PropagateShardingThroughReshape(const Shape& source,
                                           const Shape& target,
                                           const PSharding& s) {
   if (!s.IsTiled()) return s;
-  thread_local std::unordered_map<uint64_t, std::vector<ReshapeMemoEntry>> memo;
-  thread_local size_t memo_size = 0;
-  uint64_t h = StructureHash(s);
-  for (int64_t d : source.dimensions()) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
-  h = (h ^ 0xabcdef) * 0x100000001b3ULL;
-  for (int64_t d : target.dimensions()) h = (h ^ static_cast<uint64_t>(d)) * 0x100000001b3ULL;
-  auto& bucket = memo[h];
-  for (const ReshapeMemoEntry& e : bucket)
-    if (e.source == source.dimensions() && e.target == target.dimensions() &&
-        e.in == s && e.in.cse_prevention() == s.cse_prevention())
-      return e.out;
-  PSharding out = ReshapeUncached(source, target, s);
-  if (++memo_size > 4096) {
-    memo.clear();
-    memo_size = 1;
-  }
-  memo[h].push_back({source.dimensions(), target.dimensions(), s, out});
-  return out;
+  thread_local ShardingMemo memo;
+  std::vector<int64_t> key = source.dimensions();
+  key.push_back(-1);  // separator (dims are >= 0)
+  key.insert(key.end(), target.dimensions().begin(), target.dimensions().end());
+  return memo.Get(s, key, [&] { return ReshapeUncached(source, target, s); });
 }
 
 namespace {
