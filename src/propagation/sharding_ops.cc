@@ -228,9 +228,32 @@ bool MergeSharding(const PSharding& to_merge, PSharding* dst,
       dst->HasPartialReplication() &&
       to_merge.tile_assignment().num_elements() ==
           dst->tile_assignment().num_elements()) {
-    if (MergeShardingIfCompatible(
-            to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1, dst))
-      return true;
+    // Memoised: the same pair of partial shardings meets at every layer.
+    struct MergeEntry {
+      PSharding to_merge, dst_in, dst_out;
+      bool merged;
+    };
+    thread_local std::unordered_map<uint64_t, std::vector<MergeEntry>> memo;
+    thread_local size_t memo_size = 0;
+    const uint64_t h = StructureHash(to_merge) * 31 + StructureHash(*dst);
+    for (const MergeEntry& e : memo[h]) {
+      if (e.to_merge == to_merge && e.dst_in == *dst &&
+          e.to_merge.cse_prevention() == to_merge.cse_prevention() &&
+          e.dst_in.cse_prevention() == dst->cse_prevention()) {
+        if (!e.merged) return IsLeafMoreSpecific(*dst, to_merge);
+        *dst = e.dst_out;
+        return true;
+      }
+    }
+    PSharding dst_in = *dst;
+    const bool merged = MergeShardingIfCompatible(
+        to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1, dst);
+    if (++memo_size > 4096) {
+      memo.clear();
+      memo_size = 1;
+    }
+    memo[h].push_back({to_merge, std::move(dst_in), *dst, merged});
+    if (merged) return true;
   }
   return IsLeafMoreSpecific(*dst, to_merge);
 }
