@@ -5,6 +5,8 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <utility>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -18,13 +20,28 @@
 
 namespace meshsplit::spmd {
 
+// State shared by the contexts of every computation partitioned in one
+// module: output computations in creation order (callees first), the
+// verbatim and partitioned copies made so far, and the names already taken.
+struct SpmdShared {
+  SpmdModuleState* state = nullptr;
+  std::vector<std::unique_ptr<Computation>> computations;
+  std::map<const Computation*, Computation*> verbatim;
+  // Keyed by input computation and the parameter/root shardings.
+  std::map<std::pair<const Computation*, std::string>, Computation*> partitioned;
+  std::unordered_set<const Instruction*> named;
+  std::unordered_set<std::string> computation_names;
+  // A name for an output computation derived from `name`, unique so far.
+  std::string ComputationName(const std::string& name);
+};
+
 class SpmdContext {
  public:
   SpmdContext(SpmdBuilder* builder, const PartitionOptions& options,
-              int64_t num_partitions,
-              std::map<const Computation*, Computation*>* verbatim)
+              int64_t num_partitions, SpmdShared* shared,
+              const std::vector<Sharding>* param_shardings = nullptr)
       : b(*builder), options(options), num_partitions(num_partitions),
-        verbatim_(verbatim) {}
+        shared_(shared), param_shardings_(param_shardings) {}
 
   SpmdBuilder& b;
   const PartitionOptions& options;
@@ -33,7 +50,12 @@ class SpmdContext {
   // The sharding the partitioned program gives `instr`'s value: its
   // annotation (maximal -> replicated), or replicated when unannotated. A
   // non-tuple sharding on a tuple-shaped instruction applies to each leaf.
+  // Parameters of a called computation take the sharding their caller
+  // imposes.
   Sharding ShardingOf(const Instruction& instr) const;
+  // True when partitioning a called computation whose parameter shardings
+  // come from the caller.
+  bool has_param_shardings() const { return param_shardings_ != nullptr; }
 
   const PartitionedValue& Get(const Instruction* instr) const;
   void Set(const Instruction& instr, PartitionedValue v) { values_[&instr] = std::move(v); }
@@ -46,6 +68,15 @@ class SpmdContext {
   // verbatim) with new operands and result shape, appended to the output.
   Instruction* Clone(const Instruction& instr, Shape shape,
                      std::vector<Instruction*> operands);
+  // Like Clone, but calling the given (already partitioned) computations.
+  Instruction* CloneWithCalled(const Instruction& instr, Shape shape,
+                               std::vector<Instruction*> operands,
+                               std::vector<Computation*> called);
+  // `c` partitioned with its parameters laid out by `param_shardings` and
+  // its root resharded to `root_sharding` (made once per combination).
+  StatusOr<Computation*> PartitionCalled(const Computation* c,
+                                         const std::vector<Sharding>& param_shardings,
+                                         const Sharding& root_sharding);
   // A verbatim (unpartitioned) copy of a called computation, made once;
   // Sharding custom-calls become copies and annotations are dropped, since
   // the copy runs on whole values.
@@ -56,15 +87,19 @@ class SpmdContext {
   // instruction's sharding. Warns (strict: fails) when that moved data.
   Status Fallback(const Instruction& instr, const std::string& why = "");
 
-  // Computations cloned verbatim, in creation order (callees first).
-  std::vector<std::unique_ptr<Computation>>& cloned_computations() { return cloned_; }
+  SpmdShared& shared() { return *shared_; }
 
  private:
   std::unordered_map<const Instruction*, PartitionedValue> values_;
-  std::map<const Computation*, Computation*>* verbatim_;
-  std::vector<std::unique_ptr<Computation>> cloned_;
-  std::unordered_set<const Instruction*> named_;
+  SpmdShared* shared_;
+  const std::vector<Sharding>* param_shardings_;
 };
+
+// Partitions every instruction of `in` into `ctx`'s builder and returns the
+// partitioned root resharded to `root_sharding` (the driver, for the entry
+// and for called computations).
+StatusOr<Instruction*> PartitionComputationBody(SpmdContext& ctx, const Computation& in,
+                                                const Sharding& root_sharding);
 
 // True when a sharding moves no data away from any partition (replicated,
 // maximal, or a tuple of those).
@@ -91,5 +126,9 @@ Status HandleConvolution(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
+// Control flow: bodies, branches and callees partitioned recursively.
+Status HandleWhile(SpmdContext& ctx, const Instruction& instr);
+Status HandleConditional(SpmdContext& ctx, const Instruction& instr);
+Status HandleCall(SpmdContext& ctx, const Instruction& instr);
 
 }  // namespace meshsplit::spmd

@@ -1,8 +1,10 @@
-// The partitioner driver: validates shardings, walks the entry computation
-// in post order calling one handler per opcode (the switch below names every
-// opcode, so a new one cannot be forgotten), reshards the root, and
-// assembles the output module. Called computations of ops that run
-// unpartitioned are copied verbatim.
+// The partitioner driver: validates shardings, walks a computation in post
+// order calling one handler per opcode (the switch below names every opcode,
+// so a new one cannot be forgotten), reshards the root, and assembles the
+// output module. The entry is partitioned with its parameters' own
+// shardings; while/conditional/call bodies recursively with the shardings
+// their caller imposes (handlers/control_flow.cc). Called computations of
+// ops that run unpartitioned are copied verbatim.
 #include "partitioner/partitioner.h"
 
 #include <iostream>
@@ -22,7 +24,20 @@ bool IsTriviallyReplicated(const Sharding& s) {
   return s.IsReplicated() || s.IsMaximal() || s.IsUnknown();
 }
 
+std::string SpmdShared::ComputationName(const std::string& name) {
+  if (computation_names.insert(name).second) return name;
+  for (int i = 1;; ++i) {
+    std::string candidate = name + ".spmd" + (i == 1 ? "" : "." + std::to_string(i));
+    if (computation_names.insert(candidate).second) return candidate;
+  }
+}
+
 Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
+  if (param_shardings_ != nullptr && instr.opcode() == Opcode::kParameter) {
+    const int64_t i = instr.attrs().parameter_number;
+    if (i >= 0 && i < static_cast<int64_t>(param_shardings_->size()))
+      return (*param_shardings_)[i];
+  }
   Sharding s = instr.has_sharding() ? *instr.sharding() : Sharding::Replicate();
   s = NormalizeForPartitioning(s);
   // Shardings that do not fit the shape (XLA lets infeed/outfeed annotate
@@ -44,9 +59,9 @@ const PartitionedValue& SpmdContext::Get(const Instruction* instr) const {
 }
 
 Computation* SpmdContext::CloneCalled(const Computation* c) {
-  auto it = verbatim_->find(c);
-  if (it != verbatim_->end()) return it->second;
-  auto out = std::make_unique<Computation>(c->name());
+  auto it = shared_->verbatim.find(c);
+  if (it != shared_->verbatim.end()) return it->second;
+  auto out = std::make_unique<Computation>(shared_->ComputationName(c->name()));
   std::unordered_map<const Instruction*, Instruction*> map;
   for (Instruction* in : c->MakePostOrder()) {
     Opcode op = in->opcode();
@@ -66,23 +81,29 @@ Computation* SpmdContext::CloneCalled(const Computation* c) {
   if (c->root() != nullptr) out->set_root(map.at(c->root()));
   out->set_execution_thread(c->execution_thread());
   Computation* raw = out.get();
-  cloned_.push_back(std::move(out));
-  (*verbatim_)[c] = raw;
+  shared_->computations.push_back(std::move(out));
+  shared_->verbatim[c] = raw;
   return raw;
 }
 
 Instruction* SpmdContext::Clone(const Instruction& instr, Shape shape,
                                 std::vector<Instruction*> operands) {
+  std::vector<Computation*> called;
+  for (const Computation* cc : instr.called_computations()) called.push_back(CloneCalled(cc));
+  return CloneWithCalled(instr, std::move(shape), std::move(operands), std::move(called));
+}
+
+Instruction* SpmdContext::CloneWithCalled(const Instruction& instr, Shape shape,
+                                          std::vector<Instruction*> operands,
+                                          std::vector<Computation*> called) {
   // The first copy of an input instruction keeps its (reserved) name.
-  std::string name = named_.insert(&instr).second
+  std::string name = shared_->named.insert(&instr).second
                          ? instr.name()
                          : b.module()->UniqueInstructionName(instr.name());
   auto c = std::make_unique<Instruction>(instr.opcode(), name, std::move(shape));
   c->mutable_attrs() = instr.attrs();
   if (instr.has_literal()) c->set_literal(instr.literal());
-  std::vector<Computation*> called;
-  for (const Computation* cc : instr.called_computations()) called.push_back(CloneCalled(cc));
-  c->set_called_computations(called);
+  c->set_called_computations(std::move(called));
   c->set_loc(instr.loc());
   for (Instruction* o : operands) c->AppendOperand(o);
   return b.AddInstruction(std::move(c));
@@ -172,18 +193,24 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleGetTupleElement(ctx, instr);
     case Opcode::kCustomCall:
       return HandleCustomCall(ctx, instr);
+    case Opcode::kWhile:
+      return HandleWhile(ctx, instr);
+    case Opcode::kConditional:
+      return HandleConditional(ctx, instr);
+    case Opcode::kCall:
+      return HandleCall(ctx, instr);
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
-    // gather/scatter pass-through dims, while/conditional bodies.
+    // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
     case Opcode::kGather: case Opcode::kScatter: case Opcode::kSelectAndScatter:
     case Opcode::kRaggedDot: case Opcode::kFft:
     case Opcode::kCholesky: case Opcode::kTriangularSolve:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
-    case Opcode::kBatchNormGrad: case Opcode::kWhile: case Opcode::kConditional:
-    case Opcode::kCall: case Opcode::kOptimizationBarrier: case Opcode::kDomain:
+    case Opcode::kBatchNormGrad:
+    case Opcode::kOptimizationBarrier: case Opcode::kDomain:
     case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRng:
     case Opcode::kRngBitGenerator: case Opcode::kRngGetAndUpdateState:
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
@@ -220,6 +247,47 @@ Status ValidateShardings(const Module& input, int64_t n) {
 }
 
 }  // namespace
+
+StatusOr<Instruction*> PartitionComputationBody(SpmdContext& ctx, const Computation& in,
+                                                const Sharding& root_sharding) {
+  SpmdBuilder& builder = ctx.b;
+  for (Instruction* instr : in.MakePostOrder()) {
+    MS_RETURN_IF_ERROR(PartitionInstruction(ctx, *instr));
+    if (!builder.error().ok())
+      return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" + instr->name() +
+                               ": " + builder.error().message(),
+                           instr->loc());
+  }
+  const Instruction* in_root = in.root();
+  if (in_root == nullptr) return Status::Error("computation " + in.name() + " has no root");
+  PartitionedValue root = Reshard(builder, ctx.Get(in_root), root_sharding);
+  Instruction* root_hlo = root.hlo;
+  if (root_hlo->opcode() == Opcode::kParameter || root_hlo->has_sharding())
+    root_hlo = builder.Add(Opcode::kCopy, root_hlo->shape(), {root_hlo}, in_root->name());
+  root_hlo->set_sharding(root.sharding);
+  MS_RETURN_IF_ERROR(builder.error());
+  return root_hlo;
+}
+
+StatusOr<Computation*> SpmdContext::PartitionCalled(const Computation* c,
+                                                    const std::vector<Sharding>& param_shardings,
+                                                    const Sharding& root_sharding) {
+  std::string key = root_sharding.ToString();
+  for (const Sharding& s : param_shardings) key += ";" + s.ToString();
+  auto it = shared_->partitioned.find({c, key});
+  if (it != shared_->partitioned.end()) return it->second;
+  auto out = std::make_unique<Computation>(shared_->ComputationName(c->name()));
+  out->set_execution_thread(c->execution_thread());
+  SpmdBuilder builder(&b.state(), out.get());
+  SpmdContext sub(&builder, options, num_partitions, shared_, &param_shardings);
+  MS_ASSIGN_OR_RETURN(Instruction* root, PartitionComputationBody(sub, *c, root_sharding));
+  out->set_root(root);
+  Computation* raw = out.get();
+  shared_->computations.push_back(std::move(out));
+  shared_->partitioned[{c, key}] = raw;
+  return raw;
+}
+
 }  // namespace spmd
 
 StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
@@ -245,33 +313,24 @@ StatusOr<std::unique_ptr<Module>> PartitionModule(const Module& input,
 
   SpmdModuleState state;
   state.module = out.get();
+  SpmdShared shared;
+  shared.state = &state;
   const Computation* in_entry = input.entry();
-  auto entry = std::make_unique<Computation>(in_entry->name());
-  std::map<const Computation*, Computation*> verbatim;
+  auto entry = std::make_unique<Computation>(shared.ComputationName(in_entry->name()));
   SpmdBuilder builder(&state, entry.get());
-  SpmdContext ctx(&builder, options, n, &verbatim);
-  for (Instruction* instr : in_entry->MakePostOrder()) {
-    MS_RETURN_IF_ERROR(PartitionInstruction(ctx, *instr));
-    if (!builder.error().ok())
-      return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" + instr->name() +
-                               ": " + builder.error().message(),
-                           instr->loc());
-  }
-
+  SpmdContext ctx(&builder, options, n, &shared);
   const Instruction* in_root = in_entry->root();
   if (in_root == nullptr) return Status::Error("entry computation has no root");
-  Sharding root_sharding = ctx.ShardingOf(*in_root);
-  PartitionedValue root = Reshard(builder, ctx.Get(in_root), root_sharding);
-  Instruction* root_hlo = root.hlo;
-  if (root_hlo->opcode() == Opcode::kParameter || root_hlo->has_sharding())
-    root_hlo = builder.Add(Opcode::kCopy, root_hlo->shape(), {root_hlo}, in_root->name());
-  root_hlo->set_sharding(in_root->has_sharding() ? *in_root->sharding() : root.sharding);
+  MS_ASSIGN_OR_RETURN(Instruction* root_hlo,
+                      PartitionComputationBody(ctx, *in_entry, ctx.ShardingOf(*in_root)));
+  if (in_root->has_sharding()) root_hlo->set_sharding(*in_root->sharding());
   entry->set_root(root_hlo);
   MS_RETURN_IF_ERROR(builder.error());
 
-  // Callees before callers: verbatim copies, reducers, then the entry.
-  for (auto& c : ctx.cloned_computations()) out->AddComputation(std::move(c));
+  // Callees before callers: reducers, verbatim and partitioned called
+  // computations (each after the ones it calls), then the entry.
   for (auto& c : state.new_computations) out->AddComputation(std::move(c));
+  for (auto& c : shared.computations) out->AddComputation(std::move(c));
   out->set_entry(out->AddComputation(std::move(entry)));
   return out;
 }

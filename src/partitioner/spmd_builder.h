@@ -43,6 +43,8 @@ class SpmdBuilder {
   }
   const Status& error() const { return state_->error; }
   Module* module() const { return state_->module; }
+  // The module-wide state (builders of called computations share it).
+  SpmdModuleState& state() const { return *state_; }
 
   // Appends an instruction with a fresh name derived from `name`.
   Instruction* Add(Opcode op, Shape shape, std::vector<Instruction*> operands,

@@ -8,7 +8,11 @@ namespace meshsplit::spmd {
 Status HandleParameter(SpmdContext& ctx, const Instruction& instr) {
   Sharding s = ctx.ShardingOf(instr);
   Instruction* p = ctx.Clone(instr, LocalShape(instr.shape(), s), {});
-  if (instr.has_sharding()) p->set_sharding(*instr.sharding());
+  if (ctx.has_param_shardings()) {
+    p->set_sharding(s);
+  } else if (instr.has_sharding()) {
+    p->set_sharding(*instr.sharding());
+  }
   // Parameters placed on one device exist only there: replicate them first.
   Instruction* value = p;
   if (instr.has_sharding() && instr.parent()->IsEntry()) {
