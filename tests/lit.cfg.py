@@ -7,7 +7,7 @@ config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".hlo", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.meshsplit_bin_dir, "..", "..", "tests-lit")
-config.excludes = ["unit", "CMakeLists.txt", "lit.cfg.py", "Inputs"]
+config.excludes = ["unit", "property", "mpi", "CMakeLists.txt", "lit.cfg.py", "Inputs"]
 config.substitutions.append(("%meshsplit", os.path.join(config.meshsplit_bin_dir, "meshsplit")))
 config.substitutions.append(("FileCheck", config.filecheck))
 config.substitutions.append(("%shared", os.path.join(config.meshsplit_src_dir, "..", "shared")))

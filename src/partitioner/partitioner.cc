@@ -139,6 +139,10 @@ Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
   return Status::Ok();
 }
 
+// handlers/gather_scatter.cc
+Status HandleGather(SpmdContext& ctx, const Instruction& instr);
+Status HandleScatter(SpmdContext& ctx, const Instruction& instr);
+
 namespace {
 
 Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
@@ -199,13 +203,15 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleConditional(ctx, instr);
     case Opcode::kCall:
       return HandleCall(ctx, instr);
+    case Opcode::kGather: return HandleGather(ctx, instr);  // handlers/gather_scatter.cc
+    case Opcode::kScatter: return HandleScatter(ctx, instr);
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
-    case Opcode::kGather: case Opcode::kScatter: case Opcode::kSelectAndScatter:
+    case Opcode::kSelectAndScatter:
     case Opcode::kRaggedDot: case Opcode::kFft:
     case Opcode::kCholesky: case Opcode::kTriangularSolve:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:

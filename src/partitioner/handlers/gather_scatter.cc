@@ -1,0 +1,381 @@
+// gather and scatter. Gather: output batch dims tiled like the indices,
+// offset dims whose slice spans the whole operand dim tiled like the operand
+// (pass-through), explicit batching dims tiled alike on operand, indices and
+// output; each partition gathers locally with no communication. Otherwise,
+// when the operand is tiled along an indexed dim with unit slices, each
+// partition gathers from its own tile with shifted indices, zeroes what its
+// tile does not hold, and an all-reduce sums the pieces. Scatter: updates and
+// operand tiled along pass-through window dims (and batching dims) scatter
+// locally; updates tiled along scatter dims need an `add` combiner: they are
+// scattered into zeros, summed across partitions, and added to the operand.
+// Operands tiled along indexed dims with unit windows scatter into their own
+// tile with shifted indices. Everything else runs replicated (Fallback).
+#include <algorithm>
+
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+namespace {
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool Plain(const Sharding& s) {
+  return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);
+}
+
+// The data dims of `s` (rank `rank`) tiled more than once.
+std::vector<int64_t> TiledDims(const Sharding& s, int64_t rank) {
+  std::vector<int64_t> out;
+  std::vector<int64_t> t = TileCounts(s, rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (t[d] > 1) out.push_back(d);
+  return out;
+}
+
+// Keeps only the tiling of `keep` dims of `s` (rank `rank`).
+Sharding KeepDims(const Sharding& s, int64_t rank, const std::vector<int64_t>& keep) {
+  std::vector<int64_t> drop;
+  for (int64_t d : TiledDims(s, rank))
+    if (!Contains(keep, d)) drop.push_back(d);
+  return ReplicateDims(s, drop);
+}
+
+// True when `c` computes the sum of its two parameters.
+bool IsAddCombiner(const Computation* c) {
+  if (c == nullptr || c->root() == nullptr) return false;
+  const Instruction* r = c->root();
+  return r->opcode() == Opcode::kAdd && r->operand_count() == 2 &&
+         r->operand(0)->opcode() == Opcode::kParameter &&
+         r->operand(1)->opcode() == Opcode::kParameter &&
+         r->operand(0) != r->operand(1);
+}
+
+// Gather with the operand tiled along indexed dims whose slices are one
+// element wide: partition-local gathers with shifted indices, out-of-tile
+// rows zeroed, summed by an all-reduce. Returns false when it does not apply.
+bool TrySlicedOperandGather(SpmdContext& ctx, const Instruction& instr) {
+  const GatherDimensionNumbers& dn = *instr.attrs().gather_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(1)->shape();
+  const std::vector<int64_t>& slice = instr.attrs().gather_slice_sizes;
+  PartitionedValue operand = ctx.Get(instr.operand(0));
+  Sharding os = NormalizeForPartitioning(operand.sharding);
+  if (!Plain(os) || !op_shape.IsArray() || op_shape.rank() == 0) return false;
+  PrimitiveType ty = op_shape.element_type();
+  if (ty == PrimitiveType::PRED) return false;
+  std::vector<int64_t> sliced;  // operand dims tiled and indexed with unit slices
+  for (int64_t d : TiledDims(os, op_shape.rank())) {
+    if (Contains(dn.start_index_map, d) && slice[d] == 1) sliced.push_back(d);
+  }
+  if (sliced.empty()) return false;
+  os = KeepDims(os, op_shape.rank(), sliced);
+  operand = Reshard(ctx.b, operand, os);
+  PartitionedValue indices = ctx.OperandAs(instr, 1, Sharding::Replicate());
+  SpmdBuilder& b = ctx.b;
+  // Indices as s32 with an explicit index vector dim.
+  Instruction* idx = indices.hlo;
+  std::vector<int64_t> idims = idx_shape.dimensions();
+  int64_t ivd = dn.index_vector_dim;
+  if (ivd == static_cast<int64_t>(idims.size())) {
+    idims.push_back(1);
+    idx = b.Reshape(idx, idims);
+  }
+  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
+  // Per component: clamp like the global gather would, then shift by the
+  // tile offset; remember whether the row lies inside this tile.
+  std::vector<Instruction*> parts;
+  Instruction* valid = nullptr;
+  std::vector<int64_t> comp_dims = idims;
+  comp_dims[ivd] = 1;
+  for (size_t k = 0; k < dn.start_index_map.size(); ++k) {
+    std::vector<int64_t> start(idims.size(), 0), limit = idims;
+    start[ivd] = k;
+    limit[ivd] = k + 1;
+    Instruction* c = b.Slice(idx, start, limit);
+    const int64_t d = dn.start_index_map[k];
+    if (Contains(sliced, d)) {
+      Instruction* lo = b.BroadcastScalar(b.ScalarS32(0), comp_dims);
+      Instruction* hi =
+          b.BroadcastScalar(b.ScalarS32(op_shape.dimensions(d) - slice[d]), comp_dims);
+      c = b.Binary(Opcode::kMaximum, c, lo);
+      c = b.Binary(Opcode::kMinimum, c, hi);
+      Instruction* off = TileOffset(b, os, op_shape.dimensions(), d);
+      c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
+      const int64_t local = operand.hlo->shape().dimensions(d);
+      Instruction* in_lo = b.Compare(c, lo, ComparisonDirection::kGe);
+      Instruction* in_hi = b.Compare(c, b.BroadcastScalar(b.ScalarS32(local), comp_dims),
+                                     ComparisonDirection::kLt);
+      Instruction* v = b.Binary(Opcode::kAnd, in_lo, in_hi);
+      valid = valid == nullptr ? v : b.Binary(Opcode::kAnd, valid, v);
+    }
+    parts.push_back(c);
+  }
+  Instruction* shifted = parts[0];
+  if (parts.size() > 1) {
+    Shape s = idx->shape();
+    s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+    shifted = b.Add(Opcode::kConcatenate, s, parts);
+    shifted->mutable_attrs().dimensions = {ivd};
+  }
+  // Padding rows of the operand tile are never read: in-tile positions are
+  // below the tile's real extent only when the row exists globally (the
+  // clamp keeps them in range), so no operand masking is needed.
+  Instruction* g = ctx.Clone(instr, instr.shape(), {operand.hlo, shifted});
+  // valid has the indices' batch dims (with a unit index-vector dim); move
+  // it onto the output's batch dims.
+  std::vector<int64_t> batch_dims;  // indices dims without the vector dim
+  for (int64_t d = 0; d < static_cast<int64_t>(idims.size()); ++d)
+    if (d != ivd) batch_dims.push_back(idims[d]);
+  Instruction* vb = b.Reshape(valid, batch_dims);
+  std::vector<int64_t> out_batch;
+  for (int64_t d = 0; d < instr.shape().rank(); ++d)
+    if (!Contains(dn.offset_dims, d)) out_batch.push_back(d);
+  Instruction* mask = b.Broadcast(vb, instr.shape().dimensions(), out_batch);
+  g = b.Select(mask, g, b.BroadcastScalar(b.Zero(ty), instr.shape().dimensions()));
+  g = b.AllReduce(g, os.GroupsAlongDims(sliced), b.Reducer(Opcode::kAdd, ty));
+  ctx.Set(instr, Reshard(b, {g, instr.shape(), Sharding::Replicate()}, ctx.ShardingOf(instr)));
+  return true;
+}
+
+// Scatter into an operand tiled along indexed dims whose update windows are
+// one element wide: each partition scatters into its own tile with indices
+// shifted by the tile offset; updates that land outside the tile are out of
+// bounds there and skipped by scatter itself, so any combiner works.
+bool TrySlicedOperandScatter(SpmdContext& ctx, const Instruction& instr,
+                             const std::vector<int64_t>& upd_to_op) {
+  const ScatterDimensionNumbers& dn = *instr.attrs().scatter_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(1)->shape();
+  const Shape& upd_shape = instr.operand(2)->shape();
+  Sharding os = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  Sharding out = ctx.ShardingOf(instr);
+  if (!Plain(os) && Plain(out)) os = out;
+  if (!Plain(os)) return false;
+  std::vector<int64_t> sliced;
+  for (int64_t d : TiledDims(os, op_shape.rank())) {
+    if (!Contains(dn.scatter_dims_to_operand_dims, d) || Contains(dn.input_batching_dims, d))
+      continue;
+    bool unit = Contains(dn.inserted_window_dims, d);
+    for (size_t u = 0; u < upd_to_op.size(); ++u)
+      if (upd_to_op[u] == d && upd_shape.dimensions(u) == 1) unit = true;
+    if (unit) sliced.push_back(d);
+  }
+  if (sliced.empty()) return false;
+  os = KeepDims(os, op_shape.rank(), sliced);
+  SpmdBuilder& b = ctx.b;
+  PartitionedValue operand = ctx.OperandAs(instr, 0, os);
+  Instruction* idx = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
+  Instruction* upd = ctx.OperandAs(instr, 2, Sharding::Replicate()).hlo;
+  std::vector<int64_t> idims = idx_shape.dimensions();
+  const int64_t ivd = dn.index_vector_dim;
+  if (ivd == static_cast<int64_t>(idims.size())) {
+    idims.push_back(1);
+    idx = b.Reshape(idx, idims);
+  }
+  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
+  std::vector<int64_t> comp_dims = idims;
+  comp_dims[ivd] = 1;
+  std::vector<Instruction*> parts;
+  for (size_t k = 0; k < dn.scatter_dims_to_operand_dims.size(); ++k) {
+    std::vector<int64_t> start(idims.size(), 0), limit = idims;
+    start[ivd] = k;
+    limit[ivd] = k + 1;
+    Instruction* c = b.Slice(idx, start, limit);
+    const int64_t d = dn.scatter_dims_to_operand_dims[k];
+    if (Contains(sliced, d)) {
+      Instruction* off = TileOffset(b, os, op_shape.dimensions(), d);
+      c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
+    }
+    parts.push_back(c);
+  }
+  Instruction* shifted = parts[0];
+  if (parts.size() > 1) {
+    Shape s = idx->shape();
+    s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+    shifted = b.Add(Opcode::kConcatenate, s, parts);
+    shifted->mutable_attrs().dimensions = {ivd};
+  }
+  // A global index past the end lands in the last tile's padding at most,
+  // which holds arbitrary values anyway.
+  Instruction* r = ctx.Clone(instr, operand.hlo->shape(), {operand.hlo, shifted, upd});
+  ctx.Set(instr, Reshard(b, {r, instr.shape(), os}, out));
+  return true;
+}
+
+}  // namespace
+
+Status HandleGather(SpmdContext& ctx, const Instruction& instr) {
+  if (!instr.attrs().gather_dnums || instr.operand_count() != 2 || !instr.shape().IsArray())
+    return ctx.Fallback(instr);
+  const GatherDimensionNumbers& dn = *instr.attrs().gather_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(1)->shape();
+  const std::vector<int64_t>& slice = instr.attrs().gather_slice_sizes;
+  const int64_t out_rank = instr.shape().rank();
+  Sharding out = ctx.ShardingOf(instr);
+  if (out.IsManual() || out.HasManualSubgroup()) return ctx.Fallback(instr, "manual sharding");
+
+  // Output dim -> indices dim (batch dims) and operand dim (offset dims).
+  std::vector<int64_t> out_to_idx(out_rank, -1), out_to_op(out_rank, -1);
+  {
+    int64_t i = 0;
+    for (int64_t o = 0; o < out_rank; ++o) {
+      if (Contains(dn.offset_dims, o)) continue;
+      if (i == dn.index_vector_dim) ++i;
+      out_to_idx[o] = i++;
+    }
+    int64_t k = 0;
+    for (int64_t d = 0; d < op_shape.rank(); ++d) {
+      if (Contains(dn.collapsed_slice_dims, d) || Contains(dn.operand_batching_dims, d)) continue;
+      if (k < static_cast<int64_t>(dn.offset_dims.size())) out_to_op[dn.offset_dims[k++]] = d;
+    }
+  }
+  // Output dims that can stay tiled: batch dims, and offset dims whose
+  // slice is the whole operand dim.
+  std::vector<int64_t> local_dims;
+  std::vector<int64_t> idx_to_out(idx_shape.rank(), -1), op_to_out(op_shape.rank(), -1);
+  for (int64_t o = 0; o < out_rank; ++o) {
+    if (out_to_idx[o] >= 0) {
+      local_dims.push_back(o);
+      idx_to_out[out_to_idx[o]] = o;
+    } else if (out_to_op[o] >= 0 && slice[out_to_op[o]] == op_shape.dimensions(out_to_op[o])) {
+      local_dims.push_back(o);
+      op_to_out[out_to_op[o]] = o;
+    }
+  }
+  // Explicit batching dims: the operand follows the indices' batch dim.
+  for (size_t k = 0; k < dn.operand_batching_dims.size(); ++k) {
+    int64_t o = idx_to_out[dn.start_indices_batching_dims[k]];
+    if (o >= 0) op_to_out[dn.operand_batching_dims[k]] = o;
+  }
+
+  Sharding local = Plain(out) ? KeepDims(out, out_rank, local_dims) : Sharding::Replicate();
+  if (local.IsTiled() && !TiledDims(local, out_rank).empty()) {
+    Sharding op_s = ProjectSharding(local, op_to_out);
+    Sharding idx_s = ProjectSharding(local, idx_to_out);
+    PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+    PartitionedValue indices = ctx.OperandAs(instr, 1, idx_s);
+    Instruction* g = ctx.Clone(instr, LocalShape(instr.shape(), local),
+                               {operand.hlo, indices.hlo});
+    std::vector<int64_t>& ls = g->mutable_attrs().gather_slice_sizes;
+    for (int64_t o = 0; o < out_rank; ++o) {
+      int64_t d = out_to_op[o];
+      if (d >= 0 && op_to_out[d] == o) ls[d] = operand.hlo->shape().dimensions(d);
+    }
+    ctx.Set(instr, Reshard(ctx.b, {g, instr.shape(), local}, out));
+    return Status::Ok();
+  }
+  if (TrySlicedOperandGather(ctx, instr)) return Status::Ok();
+  return ctx.Fallback(instr);
+}
+
+Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
+  if (!instr.attrs().scatter_dnums || instr.operand_count() != 3 || !instr.shape().IsArray())
+    return ctx.Fallback(instr, "multi-operand scatter");
+  const ScatterDimensionNumbers& dn = *instr.attrs().scatter_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(1)->shape();
+  const Shape& upd_shape = instr.operand(2)->shape();
+  const int64_t op_rank = op_shape.rank(), upd_rank = upd_shape.rank();
+  Sharding out = ctx.ShardingOf(instr);
+  if (out.IsManual() || out.HasManualSubgroup()) return ctx.Fallback(instr, "manual sharding");
+  const bool add = IsAddCombiner(instr.to_apply()) &&
+                   op_shape.element_type() != PrimitiveType::PRED;
+
+  // Update dim -> operand dim (window dims) / indices dim (scatter dims).
+  std::vector<int64_t> upd_to_op(upd_rank, -1), upd_to_idx(upd_rank, -1);
+  {
+    int64_t k = 0;
+    for (int64_t d = 0; d < op_rank; ++d) {
+      if (Contains(dn.inserted_window_dims, d) || Contains(dn.input_batching_dims, d)) continue;
+      if (k < static_cast<int64_t>(dn.update_window_dims.size()))
+        upd_to_op[dn.update_window_dims[k++]] = d;
+    }
+    int64_t i = 0;
+    for (int64_t u = 0; u < upd_rank; ++u) {
+      if (Contains(dn.update_window_dims, u)) continue;
+      if (i == dn.index_vector_dim) ++i;
+      upd_to_idx[u] = i++;
+    }
+  }
+  std::vector<int64_t> idx_to_upd(idx_shape.rank(), -1), op_to_upd(op_rank, -1);
+  std::vector<int64_t> passthrough, scatter_dims, batch_scatter_dims;
+  for (int64_t u = 0; u < upd_rank; ++u) {
+    int64_t d = upd_to_op[u];
+    if (d >= 0 && upd_shape.dimensions(u) == op_shape.dimensions(d)) {
+      passthrough.push_back(u);
+      op_to_upd[d] = u;
+    }
+    if (upd_to_idx[u] >= 0) {
+      scatter_dims.push_back(u);
+      idx_to_upd[upd_to_idx[u]] = u;
+    }
+  }
+  for (size_t k = 0; k < dn.input_batching_dims.size(); ++k) {
+    int64_t u = idx_to_upd[dn.scatter_indices_batching_dims[k]];
+    if (u >= 0) {
+      op_to_upd[dn.input_batching_dims[k]] = u;
+      batch_scatter_dims.push_back(u);
+    }
+  }
+  // The update sharding: the updates' own, else the result's carried over
+  // the pass-through and batching dims.
+  std::vector<int64_t> allowed = passthrough;
+  allowed.insert(allowed.end(), batch_scatter_dims.begin(), batch_scatter_dims.end());
+  if (add)
+    for (int64_t u : scatter_dims)
+      if (!Contains(allowed, u)) allowed.push_back(u);
+  Sharding upd_s = Sharding::Replicate();
+  Sharding us = NormalizeForPartitioning(ctx.Get(instr.operand(2)).sharding);
+  if (Plain(us)) upd_s = KeepDims(us, upd_rank, allowed);
+  if (!upd_s.IsTiled() || TiledDims(upd_s, upd_rank).empty()) {
+    upd_s = Sharding::Replicate();
+    if (Plain(out)) {
+      std::vector<int64_t> upd_to_op_kept(upd_rank, -1);
+      for (int64_t d = 0; d < op_rank; ++d)
+        if (op_to_upd[d] >= 0) upd_to_op_kept[op_to_upd[d]] = d;
+      std::vector<int64_t> keep;
+      for (int64_t d = 0; d < op_rank; ++d)
+        if (op_to_upd[d] >= 0) keep.push_back(d);
+      upd_s = ProjectSharding(KeepDims(out, op_rank, keep), upd_to_op_kept);
+    }
+  }
+  if (!upd_s.IsTiled() || TiledDims(upd_s, upd_rank).empty()) {
+    if (TrySlicedOperandScatter(ctx, instr, upd_to_op)) return Status::Ok();
+    return ctx.Fallback(instr);
+  }
+
+  // Update dims whose tiles must be summed across partitions.
+  std::vector<int64_t> summed;
+  for (int64_t u : TiledDims(upd_s, upd_rank))
+    if (Contains(scatter_dims, u) && !Contains(batch_scatter_dims, u)) summed.push_back(u);
+  Sharding op_s = ProjectSharding(upd_s, op_to_upd,
+                                  summed.empty() ? SubgroupType::kReplicated
+                                                 : SubgroupType::kUnreduced);
+  Sharding idx_s = ProjectSharding(upd_s, idx_to_upd);
+  PartitionedValue updates = ctx.OperandAs(instr, 2, upd_s);
+  PartitionedValue indices = ctx.OperandAs(instr, 1, idx_s);
+  SpmdBuilder& b = ctx.b;
+  const Shape local_op = LocalShape(op_shape, op_s);
+  if (summed.empty()) {
+    PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+    Instruction* s = ctx.Clone(instr, local_op, {operand.hlo, indices.hlo, updates.hlo});
+    ctx.Set(instr, Reshard(b, {s, instr.shape(), op_s}, out));
+    return Status::Ok();
+  }
+  // Partial sums: scatter this partition's updates (padding zeroed) into
+  // zeros, reduce across partitions, add the operand.
+  PrimitiveType ty = op_shape.element_type();
+  Instruction* upd = MaskPadding(b, updates, summed, b.Zero(ty));
+  Instruction* zeros = b.BroadcastScalar(b.Zero(ty), local_op.dimensions());
+  Instruction* s = ctx.Clone(instr, local_op, {zeros, indices.hlo, upd});
+  PartitionedValue sum = Reshard(b, {s, instr.shape(), op_s}, out);
+  PartitionedValue operand = ctx.OperandAs(instr, 0, out);
+  Instruction* r = b.Binary(Opcode::kAdd, operand.hlo, sum.hlo);
+  ctx.Set(instr, {r, instr.shape(), out});
+  return Status::Ok();
+}
+
+}  // namespace meshsplit::spmd
