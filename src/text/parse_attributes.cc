@@ -77,6 +77,20 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     size_t end = lex_.ScanBalanced(value_pos, 64);
     if (end == Lexer::kNpos) return Error(value_pos, 1, "unbalanced '{' in sharding");
     std::string_view text = lex_.text().substr(value_pos, end - value_pos);
+    if (IsNamedShardingText(text)) {
+      // `{mesh_split [data, _]}`: lowered to an ordinary sharding here, so
+      // the rest of the pipeline (and the printer) never sees the named form.
+      if (!mesh_.has_value())
+        return Error(value_pos, text.size(),
+                     "mesh_split needs a mesh: add mesh={...} to the HloModule line");
+      StatusOr<Sharding> named = ParseNamedSharding(text, *mesh_);
+      if (!named.ok())
+        return Error(value_pos, text.size(),
+                     "invalid mesh_split sharding: " + named.status().message());
+      instr->set_sharding(std::move(named).value());
+      lex_.set_pos(end);
+      return true;
+    }
     size_t error_offset = 0;
     StatusOr<Sharding> sharding = Sharding::Parse(text, &error_offset);
     if (!sharding.ok()) {

@@ -190,6 +190,13 @@ bool Parser::ParseHeader() {
     std::string value;
     if (!ParseVerbatim(&value, value_pos)) return false;
     (void)key_pos;
+    if (key == "mesh") {  // kept verbatim; named shardings lower against it
+      StatusOr<Mesh> mesh = Mesh::Parse(value);
+      if (!mesh.ok())
+        return Error(value_pos, value.size(),
+                     "invalid mesh: " + mesh.status().message());
+      mesh_ = std::move(mesh).value();
+    }
     module_->mutable_header_attrs().emplace_back(std::string(key),
                                                  std::move(value));
   }

@@ -5,12 +5,14 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "ir/module.h"
+#include "sharding/mesh.h"
 #include "support/status.h"
 #include "text/lexer.h"
 
@@ -102,6 +104,9 @@ class Parser {
   Lexer lex_;
   Status status_;
   std::unique_ptr<Module> module_;
+  // The module's `mesh={...}` header attribute, which named shardings
+  // (`sharding={mesh_split [data, _]}`) are lowered against.
+  std::optional<Mesh> mesh_;
 
   // Instructions of the computation being parsed, by their name in the text.
   std::unordered_map<std::string_view, Instruction*> scope_;
