@@ -164,6 +164,7 @@ class Inferrer {
   StatusOr<Shape> Scatter();
   StatusOr<Shape> Reduce();
   StatusOr<Shape> ReduceWindow();
+  StatusOr<Shape> VariadicReductionResult(int num, const std::vector<int64_t>& dims);
   StatusOr<Shape> SelectAndScatter();
   StatusOr<Shape> Sort();
   StatusOr<Shape> Map();
@@ -549,9 +550,17 @@ StatusOr<Shape> Inferrer::Reduce() {
   MS_RETURN_IF_ERROR(AllArrays());
   const int num = n() / 2;
   for (int i = 1; i < num; ++i) MS_RETURN_IF_ERROR(SameDims(i, 0));
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims, InferReducedDims(op(0), a_.dimensions));
+  return VariadicReductionResult(num, dims);
+}
+
+// The result of reduce / reduce-window: operands are N inputs then N scalar
+// init values; result i has init value i's type and `dims`, and to_apply
+// must reduce (init types, input types).
+StatusOr<Shape> Inferrer::VariadicReductionResult(int num,
+                                                  const std::vector<int64_t>& dims) {
   std::vector<PrimitiveType> types;
   std::vector<Shape> results;
-  MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims, InferReducedDims(op(0), a_.dimensions));
   for (int i = 0; i < num; ++i) {
     MS_RETURN_IF_ERROR(Scalar(num + i, "init value"));
     types.push_back(op(num + i).element_type());
@@ -574,18 +583,7 @@ StatusOr<Shape> Inferrer::ReduceWindow() {
   Window window = a_.window.value_or(Window{});
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
                       InferWindowOutputDims(op(0).dimensions(), window));
-  std::vector<PrimitiveType> types;
-  std::vector<Shape> results;
-  for (int i = 0; i < num; ++i) {
-    MS_RETURN_IF_ERROR(Scalar(num + i, "init value"));
-    types.push_back(op(num + i).element_type());
-    results.push_back(Shape(op(num + i).element_type(), dims));
-  }
-  MS_RETURN_IF_ERROR(Called(1));
-  std::vector<PrimitiveType> input_types;
-  for (int i = 0; i < num; ++i) input_types.push_back(op(i).element_type());
-  MS_RETURN_IF_ERROR(Reducer(instr_.to_apply(), "to_apply", types, input_types));
-  return TupleOrSingle(std::move(results));
+  return VariadicReductionResult(num, dims);
 }
 
 StatusOr<Shape> Inferrer::SelectAndScatter() {
