@@ -121,8 +121,19 @@ Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr);
 Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr);
 Status HandleReduce(SpmdContext& ctx, const Instruction& instr);
 Status HandleDot(SpmdContext& ctx, const Instruction& instr);
-// Batch / feature partitioning; spatial dims are made whole.
+// handlers/convolution.cc: batch / feature partitioning, and spatial dims
+// partitioned with halo exchange (halo.h) when the window allows.
 Status HandleConvolution(SpmdContext& ctx, const Instruction& instr);
+// The shared core of dot and convolution (handlers/dot.cc). Each operand /
+// result dim maps to an iteration-space dim, or to -1 when the op reaches
+// across it, which must then be whole. Iteration dims at or after the
+// first contracting one are summed over.
+Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
+                            const std::vector<int64_t>& lhs_to_iter,
+                            const std::vector<int64_t>& rhs_to_iter,
+                            const std::vector<int64_t>& out_to_iter, int64_t n_iter,
+                            const std::vector<int64_t>& lhs_contracting,
+                            const std::vector<int64_t>& rhs_contracting);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);

@@ -112,6 +112,9 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   }
   Sharding partial = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
   Instruction* d = ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
+  SpmdBuilder::ScopedCause rule(ctx.b, instr, HasUnreduced(partial)
+                                                  ? "contracting dims sharded -> partial sums"
+                                                  : "result laid out as the iteration space");
   ctx.Set(instr, Reshard(ctx.b, {d, instr.shape(), partial}, out));
   return Status::Ok();
 }
@@ -147,29 +150,6 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
   for (int64_t k = 0; k < n_out; ++k) out_to_iter[k] = k;
   return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_out + nc,
                               dn.lhs_contracting_dimensions, dn.rhs_contracting_dimensions);
-}
-
-Status HandleConvolution(SpmdContext& ctx, const Instruction& instr) {
-  const Attributes& a = instr.attrs();
-  if (!a.conv_dnums || a.feature_group_count != 1 || a.batch_group_count != 1 ||
-      instr.operand_count() != 2)
-    return ctx.Fallback(instr, "grouped convolution");
-  const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
-  // Iteration space [batch, output feature, input feature]; spatial dims
-  // are taken whole (no halo exchange yet).
-  // TODO(partitioner-core): windowed spatial partitioning with halos.
-  std::vector<int64_t> lhs_to_iter(instr.operand(0)->shape().rank(), -1);
-  std::vector<int64_t> rhs_to_iter(instr.operand(1)->shape().rank(), -1);
-  std::vector<int64_t> out_to_iter(instr.shape().rank(), -1);
-  lhs_to_iter[dn.input_batch_dimension] = 0;
-  lhs_to_iter[dn.input_feature_dimension] = 2;
-  rhs_to_iter[dn.kernel_output_feature_dimension] = 1;
-  rhs_to_iter[dn.kernel_input_feature_dimension] = 2;
-  out_to_iter[dn.output_batch_dimension] = 0;
-  out_to_iter[dn.output_feature_dimension] = 1;
-  return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, 3,
-                              {dn.input_feature_dimension},
-                              {dn.kernel_input_feature_dimension});
 }
 
 }  // namespace meshsplit::spmd
