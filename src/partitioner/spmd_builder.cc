@@ -2,6 +2,7 @@
 // through Add(), which names it uniquely and appends it to the computation.
 #include "partitioner/spmd_builder.h"
 
+#include "partitioner/sharding_helpers.h"
 #include "support/check.h"
 
 namespace meshsplit {
@@ -18,6 +19,102 @@ ReplicaGroups ToReplicaGroups(const DeviceGroups& groups) {
     rg.groups = groups.Expand();
   }
   return rg;
+}
+
+SpmdBuilder::ScopedCause::ScopedCause(SpmdBuilder& b, const Instruction& input)
+    : causes_(&b.state_->causes) {
+  CauseFrame f;
+  f.kind = CauseFrame::Kind::kInstruction;
+  f.instr = &input;
+  causes_->push_back(f);
+}
+
+SpmdBuilder::ScopedCause::ScopedCause(SpmdBuilder& b, const Instruction& op,
+                                      const char* rule)
+    : causes_(&b.state_->causes) {
+  CauseFrame f;
+  f.kind = CauseFrame::Kind::kRule;
+  f.instr = &op;
+  f.rule = rule;
+  causes_->push_back(f);
+}
+
+SpmdBuilder::ScopedCause::ScopedCause(SpmdBuilder& b, const Instruction* value,
+                                      const Sharding& from, const Sharding& to)
+    : causes_(&b.state_->causes) {
+  CauseFrame f;
+  f.kind = CauseFrame::Kind::kReshard;
+  f.value = value;
+  f.from = &from;
+  f.to = &to;
+  causes_->push_back(f);
+}
+
+namespace {
+
+// A frontend-attribute value: quoted, with quotes and backslashes escaped.
+void AppendQuoted(std::string& out, const std::string& text) {
+  out += '"';
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  out += '"';
+}
+
+}  // namespace
+
+void SpmdBuilder::RecordCause(Instruction* collective) const {
+  const std::vector<CauseFrame>& frames = state_->causes;
+  if (frames.empty()) return;
+  // The innermost frame of each kind; a rule or reshard opened outside the
+  // innermost instruction belongs to a caller (e.g. the while whose body
+  // this is), not to this instruction.
+  const CauseFrame* instr = nullptr;
+  const CauseFrame* rule = nullptr;
+  const CauseFrame* reshard = nullptr;
+  for (auto it = frames.rbegin(); it != frames.rend(); ++it) {
+    if (it->kind == CauseFrame::Kind::kInstruction) {
+      instr = &*it;
+      break;
+    }
+    if (it->kind == CauseFrame::Kind::kRule && rule == nullptr) rule = &*it;
+    if (it->kind == CauseFrame::Kind::kReshard && reshard == nullptr) reshard = &*it;
+  }
+  std::string text = "{";
+  auto field = [&](const char* key, const std::string& value) {
+    if (text.size() > 1) text += ',';
+    text += key;
+    text += '=';
+    AppendQuoted(text, value);
+  };
+  if (instr != nullptr) {
+    field(kCauseInstrAttr, instr->instr->name());
+    field(kCauseOpAttr, std::string(OpcodeName(instr->instr->opcode())));
+  }
+  if (rule != nullptr)
+    field(kCauseRuleAttr, std::string(OpcodeName(rule->instr->opcode())) + ": " + rule->rule);
+  if (reshard != nullptr) {
+    std::string from = reshard->from->ToString(false), to = reshard->to->ToString(false);
+    // Shardings that differ only in what partitioning ignores (maximal vs
+    // replicated, a tuple-wide sharding on one leaf) print alike; say what
+    // the reshard actually moved between instead.
+    if (from == to) {
+      from = spmd::NormalizeForPartitioning(*reshard->from).ToString(false);
+      to = spmd::NormalizeForPartitioning(*reshard->to).ToString(false);
+    }
+    field(kCauseReshardAttr, from + " -> " + to);
+    if (reshard->value != nullptr) field(kCauseValueAttr, reshard->value->name());
+  }
+  text += '}';
+  if (text.size() <= 2) return;
+  for (auto& kv : collective->mutable_attrs().extra) {
+    if (kv.first == "frontend_attributes") {
+      kv.second = std::move(text);
+      return;
+    }
+  }
+  collective->mutable_attrs().extra.emplace_back("frontend_attributes", std::move(text));
 }
 
 Instruction* SpmdBuilder::Add(Opcode op, Shape shape,
@@ -160,6 +257,7 @@ Instruction* SpmdBuilder::AllReduce(Instruction* x, const DeviceGroups& groups,
   ar->mutable_attrs().replica_groups = ToReplicaGroups(groups);
   ar->mutable_attrs().channel_id = state_->next_channel_id++;
   ar->mutable_attrs().use_global_device_ids = true;
+  RecordCause(ar);
   return ar;
 }
 
@@ -173,6 +271,7 @@ Instruction* SpmdBuilder::AllGather(Instruction* x, int64_t dim,
   ag->mutable_attrs().replica_groups = ToReplicaGroups(groups);
   ag->mutable_attrs().channel_id = state_->next_channel_id++;
   ag->mutable_attrs().use_global_device_ids = true;
+  RecordCause(ag);
   return ag;
 }
 
@@ -183,6 +282,7 @@ Instruction* SpmdBuilder::AllToAll(Instruction* x, int64_t dim,
   a->mutable_attrs().dimensions = {dim};
   a->mutable_attrs().replica_groups = ToReplicaGroups(groups);
   a->mutable_attrs().channel_id = state_->next_channel_id++;
+  RecordCause(a);
   return a;
 }
 
@@ -200,6 +300,7 @@ Instruction* SpmdBuilder::ReduceScatter(Instruction* x, int64_t dim,
   rs->mutable_attrs().replica_groups = ToReplicaGroups(groups);
   rs->mutable_attrs().channel_id = state_->next_channel_id++;
   rs->mutable_attrs().use_global_device_ids = true;
+  RecordCause(rs);
   return rs;
 }
 
@@ -208,6 +309,7 @@ Instruction* SpmdBuilder::CollectivePermute(
   Instruction* cp = Add(Opcode::kCollectivePermute, x->shape(), {x});
   cp->mutable_attrs().source_target_pairs = std::move(pairs);
   cp->mutable_attrs().channel_id = state_->next_channel_id++;
+  RecordCause(cp);
   return cp;
 }
 

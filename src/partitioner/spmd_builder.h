@@ -17,6 +17,29 @@
 
 namespace meshsplit {
 
+// One level of "why is this code being emitted": the input instruction being
+// partitioned, the op rule a handler applies, or a reshard from one sharding
+// to another. Frames only point at their data (nothing is formatted unless a
+// collective is emitted), so opening one costs a push and a pop.
+struct CauseFrame {
+  enum class Kind { kInstruction, kRule, kReshard };
+  Kind kind = Kind::kInstruction;
+  const Instruction* instr = nullptr;  // kInstruction (input module), kRule: the op
+  const char* rule = nullptr;          // kRule: static text
+  const Instruction* value = nullptr;  // kReshard: the partitioned value moved
+  const Sharding* from = nullptr;      // kReshard
+  const Sharding* to = nullptr;        // kReshard
+};
+
+// The frontend attributes under which every collective the builder emits
+// records its cause (innermost frame of each kind); they survive
+// print -> parse. Read by src/cost/collective_cause.cc.
+inline constexpr char kCauseInstrAttr[] = "ms_instr";      // input instruction
+inline constexpr char kCauseOpAttr[] = "ms_op";            // its opcode
+inline constexpr char kCauseRuleAttr[] = "ms_rule";        // "dot: contracting dims ..."
+inline constexpr char kCauseReshardAttr[] = "ms_reshard";  // "FROM -> TO"
+inline constexpr char kCauseValueAttr[] = "ms_value";      // output value resharded
+
 // Module-wide state shared by the builders of every computation: reducer
 // computations (one per opcode and type) and channel ids.
 struct SpmdModuleState {
@@ -29,6 +52,9 @@ struct SpmdModuleState {
   // The first error found while emitting code that cannot fail loudly at
   // its call site (e.g. a reshard with no path); the driver reports it.
   Status error;
+  // Open provenance scopes, outermost first (shared across computations, so
+  // a loop body's collectives sit inside the while's scope).
+  std::vector<CauseFrame> causes;
 };
 
 class SpmdBuilder {
@@ -96,6 +122,27 @@ class SpmdBuilder {
   Instruction* CollectivePermute(Instruction* x,
                                  std::vector<std::pair<int64_t, int64_t>> pairs);
 
+  // Provenance scope (RAII): while it lives, every collective emitted records
+  // it (see CauseFrame). Scopes must nest (destroyed in reverse order).
+  class ScopedCause {
+   public:
+    // The input instruction being partitioned (the driver).
+    ScopedCause(SpmdBuilder& b, const Instruction& input);
+    // An op rule of a handler, e.g. (dot, "contracting dims sharded -> partial
+    // sums"). REQUIRES: `rule` outlives the scope (a literal).
+    ScopedCause(SpmdBuilder& b, const Instruction& op, const char* rule);
+    // A reshard of `value` (this partition's piece) from `from` to `to`.
+    // REQUIRES: the shardings outlive the scope.
+    ScopedCause(SpmdBuilder& b, const Instruction* value, const Sharding& from,
+                const Sharding& to);
+    ~ScopedCause() { causes_->pop_back(); }
+    ScopedCause(const ScopedCause&) = delete;
+    ScopedCause& operator=(const ScopedCause&) = delete;
+
+   private:
+    std::vector<CauseFrame>* causes_;
+  };
+
   // A scalar reducer computation `op` over `type` in the module (created once).
   Computation* Reducer(Opcode op, PrimitiveType type);
 
@@ -106,6 +153,9 @@ class SpmdBuilder {
   const std::vector<Instruction*>& TileIndices(const TileAssignment& ta);
 
  private:
+  // Writes the open provenance scopes onto a collective just emitted.
+  void RecordCause(Instruction* collective) const;
+
   SpmdModuleState* state_;
   Computation* comp_;
   Instruction* partition_id_ = nullptr;
