@@ -110,6 +110,7 @@ Instruction* SpmdContext::CloneWithCalled(const Instruction& instr, Shape shape,
 }
 
 Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
+  SpmdBuilder::ScopedCause rule(b, instr, "no partitioning rule, runs on whole values");
   bool moves_data = !IsTriviallyReplicated(ShardingOf(instr));
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i) {
@@ -258,6 +259,7 @@ StatusOr<Instruction*> PartitionComputationBody(SpmdContext& ctx, const Computat
                                                 const Sharding& root_sharding) {
   SpmdBuilder& builder = ctx.b;
   for (Instruction* instr : in.MakePostOrder()) {
+    SpmdBuilder::ScopedCause cause(builder, *instr);  // provenance of its collectives
     MS_RETURN_IF_ERROR(PartitionInstruction(ctx, *instr));
     if (!builder.error().ok())
       return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" + instr->name() +

@@ -345,6 +345,7 @@ Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
 
 PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
                          const Sharding& target) {
+  SpmdBuilder::ScopedCause cause(b, value.hlo, value.sharding, target);  // provenance
   if (value.shape.IsTuple()) {
     if (value.sharding == target) return value;
     std::vector<Instruction*> elems;

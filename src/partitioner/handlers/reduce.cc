@@ -40,7 +40,10 @@ Status HandleReduce(SpmdContext& ctx, const Instruction& instr) {
     Shape local = LocalShape(instr.shape(), partial);
     Instruction* r = ctx.Clone(instr, local, {x, inits[0]});
     Computation* reducer = ctx.CloneCalled(instr.to_apply());
-    r = ctx.b.AllReduce(r, in.sharding.GroupsAlongDims(tiled_reduced), reducer);
+    {
+      SpmdBuilder::ScopedCause rule(ctx.b, instr, "reduced dims sharded -> partial results combined");
+      r = ctx.b.AllReduce(r, in.sharding.GroupsAlongDims(tiled_reduced), reducer);
+    }
     ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), partial}, out));
     return Status::Ok();
   }
