@@ -14,6 +14,12 @@
 
 namespace meshsplit {
 
+// The process-wide default of PartitionOptions::windowed_einsum_threshold_bytes
+// (-1: off). The command-line flag sets it once, so that every command that
+// partitions (partition, verify, run, report) sees the same value without
+// threading it through each caller's own options.
+int64_t& DefaultWindowedEinsumThresholdBytes();
+
 struct PartitionOptions {
   // Number of partitions (devices); 0 takes num_partitions from the module
   // header.
@@ -22,6 +28,12 @@ struct PartitionOptions {
   bool strict = false;
   // Print a warning on stderr for every fallback (strict mode errors instead).
   bool warn_on_fallback = true;
+  // Windowed einsum (collective matmul): a dot operand whose all-gather
+  // would move more than this many bytes per partition is instead passed
+  // around its device ring by collective-permute inside a loop, one shard
+  // per iteration. Negative: off. Defaults to the process-wide value the
+  // CLI's --windowed-einsum-threshold sets (-1 unless given).
+  int64_t windowed_einsum_threshold_bytes = DefaultWindowedEinsumThresholdBytes();
 };
 
 // REQUIRES: shardings already assigned (propagation ran, or an unannotated

@@ -1,15 +1,20 @@
-// dot and convolution: partitioned in the "iteration space" of the
-// contraction, whose dims are [batch, lhs free, rhs free, contracting]
-// (convolution: [batch, output feature, input feature], spatial dims whole). A sharding of that space
-// fixes both operand shardings (each drops the other side's free dims into
-// partial replication) and the local result's sharding (contracting dims
-// become partial sums, which Reshard resolves with an all-reduce or a
-// reduce-scatter). Candidates come from the result, the lhs and the rhs
-// shardings; the cheapest by bytes moved wins. Padded contracting elements
-// are zeroed on both sides so that uneven tiles add nothing.
+// dot (and the convolution core): partitioned in the "iteration space" of
+// the contraction, whose dims are [batch, lhs free, rhs free, contracting]
+// (convolution: [batch, output feature, input feature], spatial dims
+// whole). A sharding of that space fixes both operand shardings (each drops
+// the other side's free dims into partial replication) and the local
+// result's sharding (contracting dims become partial sums, which Reshard
+// resolves with an all-reduce or a reduce-scatter over the contracting
+// axes' groups only). The sharding is planned per mesh axis
+// (handlers/dot_plan.cc), which covers XLA's recursive grouping on batch,
+// free and contracting dims; shardings without a common iota mesh fall back
+// to the cheapest of the result's and the operands' own layouts. Padded
+// contracting elements are zeroed on both sides so that uneven tiles add
+// nothing. Optionally, an operand that would be all-gathered is windowed
+// instead (handlers/windowed_einsum.cc).
 #include <algorithm>
 
-#include "partitioner/context.h"
+#include "partitioner/handlers/dot_plan.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -40,6 +45,49 @@ bool UsableForIteration(const Sharding& s) {
   return s.IsReplicated() || (s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s));
 }
 
+// The legacy choice when the shardings do not decompose into mesh axes:
+// the iteration-space sharding of the result or of one operand, whichever
+// moves the fewest bytes.
+std::optional<Sharding> ChooseWholeShardingCandidate(const ContractionSpace& space,
+                                                     const Shape& lhs_shape,
+                                                     const Shape& rhs_shape,
+                                                     const Shape& out_shape,
+                                                     const Sharding& lhs, const Sharding& rhs,
+                                                     const Sharding& out) {
+  const int64_t n_iter = space.n_iter;
+  auto invert = [&](const std::vector<int64_t>& to_iter) {
+    std::vector<int64_t> inv(n_iter, -1);
+    for (size_t d = 0; d < to_iter.size(); ++d)
+      if (to_iter[d] >= 0) inv[to_iter[d]] = d;
+    return inv;
+  };
+  std::vector<Sharding> candidates = {ProjectSharding(out, invert(space.out_to_iter))};
+  if (UsableForIteration(lhs)) candidates.push_back(ProjectSharding(lhs, invert(space.lhs_to_iter)));
+  if (UsableForIteration(rhs)) candidates.push_back(ProjectSharding(rhs, invert(space.rhs_to_iter)));
+  // Local work of the whole op, in multiply-adds.
+  double work = 1;
+  for (int64_t i = 0; i < n_iter; ++i) work *= space.iter_sizes[i];
+  double best_cost = 0;
+  int best = -1;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    const Sharding& it = candidates[c];
+    if (!UsableForIteration(it)) continue;
+    Sharding lt = ProjectSharding(it, space.lhs_to_iter);
+    Sharding rt = ProjectSharding(it, space.rhs_to_iter);
+    Sharding ot = ProjectSharding(it, space.out_to_iter, SubgroupType::kUnreduced);
+    double cost = ReshardCost(lhs_shape, lhs, lt) + ReshardCost(rhs_shape, rhs, rt) +
+                  ReshardCost(out_shape, ot, out);
+    // Among equally cheap layouts, prefer the one with the least local work.
+    cost += 1e-4 * work / it.NumTiles();
+    if (best < 0 || cost < best_cost) {
+      best = c;
+      best_cost = cost;
+    }
+  }
+  if (best < 0) return std::nullopt;
+  return candidates[best];
+}
+
 }  // namespace
 
 // The shared core of dot and convolution. Each operand / result dim maps to
@@ -65,53 +113,58 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
     return Status::Ok();
   }
   if (!out.IsTiled() && !out.IsReplicated()) return ctx.Fallback(instr, "result sharding");
-  auto invert = [&](const std::vector<int64_t>& to_iter) {
-    std::vector<int64_t> inv(n_iter, -1);
-    for (size_t d = 0; d < to_iter.size(); ++d)
-      if (to_iter[d] >= 0) inv[to_iter[d]] = d;
-    return inv;
-  };
-  std::vector<Sharding> candidates = {ProjectSharding(out, invert(out_to_iter))};
-  for (const PartitionedValue* v : {&lhs, &rhs}) {
-    Sharding s = NormalizeForPartitioning(v->sharding);
-    if (UsableForIteration(s))
-      candidates.push_back(ProjectSharding(s, invert(v == &lhs ? lhs_to_iter : rhs_to_iter)));
+  const ContractionSpace space =
+      MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_iter);
+  const Sharding lhs_s = NormalizeForPartitioning(lhs.sharding);
+  const Sharding rhs_s = NormalizeForPartitioning(rhs.sharding);
+  // First the mesh-axis plan (recursive partitioning on device subgroups);
+  // when the shardings share no iota mesh, the best whole sharding of the
+  // result or of one operand.
+  std::optional<Sharding> planned;
+  if (UsableForIteration(lhs_s) && UsableForIteration(rhs_s) && UsableForIteration(out))
+    planned = PlanByMeshAxes(space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, out,
+                             ctx.num_partitions);
+  Sharding it;
+  if (planned) {
+    it = *planned;
+  } else {
+    std::optional<Sharding> chosen = ChooseWholeShardingCandidate(
+        space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, out);
+    if (!chosen) return ctx.Fallback(instr, "no usable iteration-space sharding");
+    it = *chosen;
   }
-  // Local work of the whole op, in multiply-adds.
-  double work = 1;
-  for (int64_t d = 0; d < lhs_shape.rank(); ++d) work *= lhs_shape.dimensions(d);
-  for (int64_t d = 0; d < rhs_shape.rank(); ++d)
-    if (rhs_to_iter[d] < 0 || std::find(lhs_to_iter.begin(), lhs_to_iter.end(), rhs_to_iter[d]) ==
-                                  lhs_to_iter.end())
-      work *= rhs_shape.dimensions(d);
-  double best_cost = 0;
-  int best = -1;
-  for (size_t c = 0; c < candidates.size(); ++c) {
-    const Sharding& it = candidates[c];
-    if (!UsableForIteration(it)) continue;
-    Sharding lt = ProjectSharding(it, lhs_to_iter);
-    Sharding rt = ProjectSharding(it, rhs_to_iter);
-    Sharding ot = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
-    double cost = ReshardCost(lhs_shape, NormalizeForPartitioning(lhs.sharding), lt) +
-                  ReshardCost(rhs_shape, NormalizeForPartitioning(rhs.sharding), rt) +
-                  ReshardCost(instr.shape(), ot, out);
-    // Among equally cheap layouts, prefer the one with the least local work.
-    cost += 1e-4 * work / it.NumTiles();
-    if (best < 0 || cost < best_cost) {
-      best = c;
-      best_cost = cost;
+  const Sharding lt = ProjectSharding(it, lhs_to_iter);
+  const Sharding rt = ProjectSharding(it, rhs_to_iter);
+  const Sharding partial = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
+  // Padded contracting elements become zeros on both sides.
+  auto prepare = [&](int side) {
+    const bool is_lhs = side == 0;
+    PartitionedValue v = Reshard(ctx.b, is_lhs ? lhs : rhs, is_lhs ? lt : rt);
+    const std::vector<int64_t>& dims = is_lhs ? lhs_contracting : rhs_contracting;
+    if (HasPadding(v, dims))
+      v.hlo = MaskPadding(ctx.b, v, dims,
+                          ctx.b.Zero((is_lhs ? lhs_shape : rhs_shape).element_type()));
+    return v;
+  };
+  PartitionedValue l, r;
+  Instruction* d = nullptr;
+  if (ctx.options.windowed_einsum_threshold_bytes >= 0) {
+    // Window the operand whose gather would be the larger.
+    const int first =
+        LocalShape(rhs_shape, rt).ByteSize() > LocalShape(lhs_shape, lt).ByteSize() ? 1 : 0;
+    for (int g : {first, 1 - first}) {
+      PartitionedValue& other = g == 0 ? r : l;
+      if (other.hlo == nullptr) other = prepare(1 - g);
+      d = TryWindowedEinsum(ctx, instr, space, g, g == 0 ? lhs : rhs, g == 0 ? lt : rt, other,
+                            partial);
+      if (d != nullptr) break;
     }
   }
-  if (best < 0) return ctx.Fallback(instr, "no usable iteration-space sharding");
-  const Sharding& it = candidates[best];
-  PartitionedValue l = Reshard(ctx.b, lhs, ProjectSharding(it, lhs_to_iter));
-  PartitionedValue r = Reshard(ctx.b, rhs, ProjectSharding(it, rhs_to_iter));
-  if (HasPadding(l, lhs_contracting) || HasPadding(r, rhs_contracting)) {
-    l.hlo = MaskPadding(ctx.b, l, lhs_contracting, ctx.b.Zero(lhs_shape.element_type()));
-    r.hlo = MaskPadding(ctx.b, r, rhs_contracting, ctx.b.Zero(rhs_shape.element_type()));
+  if (d == nullptr) {
+    if (l.hlo == nullptr) l = prepare(0);
+    if (r.hlo == nullptr) r = prepare(1);
+    d = ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
   }
-  Sharding partial = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
-  Instruction* d = ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
   SpmdBuilder::ScopedCause rule(ctx.b, instr, HasUnreduced(partial)
                                                   ? "contracting dims sharded -> partial sums"
                                                   : "result laid out as the iteration space");

@@ -1,0 +1,431 @@
+// The mesh-axis planner of contractions (see dot_plan.h). Every device id is
+// a mixed-radix number; an iota tile assignment splits its digits among the
+// array dims. The digits the three shardings agree on are the "axes" of one
+// common mesh; a plan gives each axis one role in the iteration space. That
+// is XLA's recursive dot partitioning (group the devices by the batch dims,
+// then by one side's free dims, then by the contracting dims, and partition
+// the rest inside each group) written as a search over axis roles: a plan
+// that puts axis x on a batch dim and axis y on a contracting dim runs the
+// dot per x-group with a partial sum reduced only inside the y-groups. All
+// of it is O(rank + axes), whatever the number of devices.
+#include "partitioner/handlers/dot_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+#include <set>
+
+namespace meshsplit::spmd {
+namespace {
+
+// `size` consecutive mixed-radix digits of the device id whose weight is
+// `stride`: devices that differ only in them form the groups of this factor.
+struct Factor {
+  int64_t size;
+  int64_t stride;
+};
+
+// The factors of every array dim of an iota tile assignment, major to
+// minor; nullopt for explicit arrays or dims that cut a digit unevenly.
+std::optional<std::vector<std::vector<Factor>>> ArrayDimFactors(const TileAssignment& ta) {
+  const int64_t rank = ta.num_dimensions();
+  std::vector<std::vector<Factor>> out(rank);
+  if (ta.num_devices() == 1) return out;
+  if (!ta.is_iota()) return std::nullopt;
+  const std::vector<int64_t>& r = ta.reshape_dims();
+  std::vector<int64_t> perm = ta.transpose_perm();
+  if (perm.empty()) {
+    perm.resize(r.size());
+    std::iota(perm.begin(), perm.end(), 0);
+  }
+  std::vector<int64_t> stride(r.size(), 1);
+  for (int64_t i = static_cast<int64_t>(r.size()) - 2; i >= 0; --i) stride[i] = stride[i + 1] * r[i + 1];
+  std::vector<Factor> seq;
+  for (int64_t p : perm)
+    if (r[p] > 1) seq.push_back({r[p], stride[p]});
+  size_t k = 0;
+  for (int64_t i = 0; i < rank; ++i) {
+    int64_t rem = ta.dim(i);
+    while (rem > 1) {
+      if (k >= seq.size()) return std::nullopt;
+      Factor& f = seq[k];
+      if (rem % f.size == 0) {
+        out[i].push_back(f);
+        rem /= f.size;
+        ++k;
+      } else if (f.size % rem == 0) {
+        // The major part of this digit belongs to dim i, the rest to the next.
+        out[i].push_back({rem, f.stride * (f.size / rem)});
+        f.size /= rem;
+        rem = 1;
+      } else {
+        return std::nullopt;
+      }
+    }
+  }
+  if (k != seq.size()) return std::nullopt;
+  return out;
+}
+
+// The common mesh: atoms (finest digits) in decreasing stride order.
+struct Mesh {
+  std::vector<Factor> atoms;
+  // Atoms covering a factor, major to minor.
+  std::vector<int> Cover(const Factor& f) const {
+    std::vector<int> out;
+    for (int a = 0; a < static_cast<int>(atoms.size()); ++a)
+      if (atoms[a].stride >= f.stride && atoms[a].stride < f.stride * f.size) out.push_back(a);
+    return out;
+  }
+};
+
+// A sharding in mesh terms: the atoms tiling each data dim (major to minor)
+// and the atoms of the replicated and unreduced subgroups.
+struct Layout {
+  std::vector<std::vector<int>> dims;
+  std::vector<int> replicated, unreduced;
+};
+
+bool Has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+std::optional<Layout> ToLayout(const Sharding& s, int64_t rank, const Mesh& mesh,
+                               const std::vector<std::vector<Factor>>* factors) {
+  Layout l;
+  l.dims.resize(rank);
+  if (s.IsReplicated()) {
+    for (int a = 0; a < static_cast<int>(mesh.atoms.size()); ++a) l.replicated.push_back(a);
+    return l;
+  }
+  if (!s.IsTiled() || s.TiledDataRank() != rank || factors == nullptr) return std::nullopt;
+  for (int64_t d = 0; d < rank; ++d)
+    for (const Factor& f : (*factors)[d])
+      for (int a : mesh.Cover(f)) l.dims[d].push_back(a);
+  for (size_t k = 0; k < s.subgroup_types().size(); ++k) {
+    std::vector<int>* dst = nullptr;
+    switch (s.subgroup_types()[k]) {
+      case SubgroupType::kReplicated: dst = &l.replicated; break;
+      case SubgroupType::kUnreduced: dst = &l.unreduced; break;
+      case SubgroupType::kManual: return std::nullopt;
+    }
+    for (const Factor& f : (*factors)[rank + k])
+      for (int a : mesh.Cover(f)) dst->push_back(a);
+  }
+  return l;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+double LocalElements(const Layout& l, const std::vector<int64_t>& dims, const Mesh& mesh) {
+  double e = 1;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    int64_t tiles = 1;
+    for (int a : l.dims[d]) tiles *= mesh.atoms[a].size;
+    e *= static_cast<double>(CeilDiv(dims[d], tiles));
+  }
+  return e;
+}
+
+// Elements a partition sends or receives to go from `s` to `t`, following
+// what Reshard does: reduce (reduce-scatter when the target tiles a free
+// dim with exactly the summed axes), gather what the target does not keep
+// as a major prefix (all-to-all when every gathered axis only moves to
+// another dim), slice the rest (free).
+double ReshardCost(Layout s, const Layout& t, const std::vector<int64_t>& dims,
+                   const Mesh& mesh) {
+  double cost = 0;
+  std::vector<int> reduce;
+  for (int a : s.unreduced)
+    if (!Has(t.unreduced, a)) reduce.push_back(a);
+  if (!reduce.empty()) {
+    int scatter_dim = -1;
+    for (size_t d = 0; d < dims.size() && scatter_dim < 0; ++d) {
+      if (!s.dims[d].empty() || t.dims[d].size() != reduce.size()) continue;
+      bool same = true;
+      for (int a : reduce) same &= Has(t.dims[d], a);
+      if (same) scatter_dim = d;
+    }
+    cost += (scatter_dim >= 0 ? 1 : 2) * LocalElements(s, dims, mesh);
+    if (scatter_dim >= 0) s.dims[scatter_dim] = t.dims[scatter_dim];
+    else s.replicated.insert(s.replicated.end(), reduce.begin(), reduce.end());
+    std::vector<int> kept;
+    for (int a : s.unreduced)
+      if (!Has(reduce, a)) kept.push_back(a);
+    s.unreduced = kept;
+  }
+  Layout mid = s;
+  std::vector<int> gathered;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    size_t p = 0;
+    while (p < s.dims[d].size() && p < t.dims[d].size() && s.dims[d][p] == t.dims[d][p]) ++p;
+    gathered.insert(gathered.end(), s.dims[d].begin() + p, s.dims[d].end());
+    mid.dims[d].resize(p);
+  }
+  if (gathered.empty()) return cost;
+  bool moved = true;
+  for (int a : gathered) {
+    bool found = false;
+    for (const auto& td : t.dims) found |= Has(td, a);
+    moved &= found;
+  }
+  return cost + (moved ? LocalElements(s, dims, mesh) : LocalElements(mid, dims, mesh));
+}
+
+// The layout of a value whose dim d is iteration dim to_iter[d], under the
+// iteration layout `it`. Atoms of contracting iteration dims the value does
+// not have become unreduced when `sum_contracting`, others replicated.
+Layout Project(const Layout& it, const std::vector<int64_t>& to_iter,
+               const std::vector<bool>& contracting, bool sum_contracting) {
+  Layout l;
+  l.dims.resize(to_iter.size());
+  std::vector<bool> kept(it.dims.size(), false);
+  for (size_t d = 0; d < to_iter.size(); ++d) {
+    if (to_iter[d] < 0) continue;
+    l.dims[d] = it.dims[to_iter[d]];
+    kept[to_iter[d]] = true;
+  }
+  for (size_t i = 0; i < it.dims.size(); ++i) {
+    if (kept[i]) continue;
+    std::vector<int>& dst = sum_contracting && contracting[i] ? l.unreduced : l.replicated;
+    dst.insert(dst.end(), it.dims[i].begin(), it.dims[i].end());
+  }
+  l.replicated.insert(l.replicated.end(), it.replicated.begin(), it.replicated.end());
+  return l;
+}
+
+Sharding ToSharding(const Layout& l, const Mesh& mesh) {
+  std::vector<int64_t> reshape, perm, dims;
+  for (const Factor& f : mesh.atoms) reshape.push_back(f.size);
+  auto add_dim = [&](const std::vector<int>& atoms) {
+    int64_t n = 1;
+    for (int a : atoms) {
+      perm.push_back(a);
+      n *= mesh.atoms[a].size;
+    }
+    dims.push_back(n);
+  };
+  for (const auto& d : l.dims) add_dim(d);
+  add_dim(l.unreduced);
+  std::vector<int> repl = l.replicated;
+  std::sort(repl.begin(), repl.end());
+  add_dim(repl);
+  return Sharding::Subgroup(TileAssignment::Iota(dims, reshape, perm),
+                            {SubgroupType::kUnreduced, SubgroupType::kReplicated});
+}
+
+// The search state: every atom's candidate roles (iteration dims, -1 =
+// replicate) and how each source orders the atoms of an iteration dim.
+class Planner {
+ public:
+  Planner(const ContractionSpace& space, const Mesh& mesh, const Layout& lhs, const Layout& rhs,
+          const Layout& out, const Shape& lhs_shape, const Shape& rhs_shape,
+          const Shape& out_shape)
+      : space_(space), mesh_(mesh), lhs_(lhs), rhs_(rhs), out_(out),
+        lhs_dims_(lhs_shape.dimensions()), rhs_dims_(rhs_shape.dimensions()),
+        out_dims_(out_shape.dimensions()) {
+    const int n_atoms = mesh.atoms.size();
+    // Sources in the order their atom orders win: the operands first (a
+    // weight already laid out right should stay put), then the result.
+    sources_ = {{&lhs_, &space.lhs_to_iter}, {&rhs_, &space.rhs_to_iter},
+                {&out_, &space.out_to_iter}};
+    roles_.resize(n_atoms);
+    for (int a = 0; a < n_atoms; ++a) {
+      // XLA's order of preference: the result's own layout, then the
+      // operands'; replication last.
+      for (int s : {2, 0, 1}) {
+        const Layout& l = *sources_[s].first;
+        const std::vector<int64_t>& to_iter = *sources_[s].second;
+        for (size_t d = 0; d < l.dims.size(); ++d)
+          if (Has(l.dims[d], a) && to_iter[d] >= 0 &&
+              std::find(roles_[a].begin(), roles_[a].end(), to_iter[d]) == roles_[a].end())
+            roles_[a].push_back(to_iter[d]);
+      }
+      roles_[a].push_back(-1);
+    }
+  }
+
+  // The cheapest iteration layout.
+  Layout Solve() {
+    std::vector<int> choice(roles_.size(), 0);
+    double combos = 1;
+    for (const auto& r : roles_) combos *= r.size();
+    if (combos <= 4096) {
+      Search(0, choice);
+    } else {
+      // Too many axes for an exhaustive search: coordinate descent from
+      // the result's own layout, two sweeps.
+      best_cost_ = Cost(Build(choice));
+      best_ = Build(choice);
+      for (int sweep = 0; sweep < 2; ++sweep) {
+        for (size_t a = 0; a < roles_.size(); ++a) {
+          int keep = choice[a];
+          for (size_t r = 0; r < roles_[a].size(); ++r) {
+            choice[a] = r;
+            Layout l = Build(choice);
+            double c = Cost(l);
+            if (c < best_cost_) {
+              best_cost_ = c;
+              best_ = l;
+              keep = r;
+            }
+          }
+          choice[a] = keep;
+        }
+      }
+    }
+    return best_;
+  }
+
+ private:
+  void Search(size_t a, std::vector<int>& choice) {
+    if (a == roles_.size()) {
+      Layout l = Build(choice);
+      double c = Cost(l);
+      if (!found_ || c < best_cost_) {
+        found_ = true;
+        best_cost_ = c;
+        best_ = std::move(l);
+      }
+      return;
+    }
+    for (size_t r = 0; r < roles_[a].size(); ++r) {
+      choice[a] = r;
+      Search(a + 1, choice);
+    }
+  }
+
+  // Atoms on one iteration dim are ordered as the first source that tiles
+  // that dim with them does (major to minor), then by decreasing stride.
+  Layout Build(const std::vector<int>& choice) const {
+    Layout it;
+    it.dims.resize(space_.n_iter);
+    for (size_t a = 0; a < roles_.size(); ++a) {
+      int64_t role = roles_[a][choice[a]];
+      if (role < 0) it.replicated.push_back(a);
+      else it.dims[role].push_back(a);
+    }
+    for (int64_t i = 0; i < space_.n_iter; ++i) {
+      auto key = [&](int a) {
+        for (size_t s = 0; s < sources_.size(); ++s) {
+          const Layout& l = *sources_[s].first;
+          const std::vector<int64_t>& to_iter = *sources_[s].second;
+          for (size_t d = 0; d < l.dims.size(); ++d) {
+            if (to_iter[d] != i) continue;
+            auto pos = std::find(l.dims[d].begin(), l.dims[d].end(), a);
+            if (pos != l.dims[d].end())
+              return std::make_pair<int64_t, int64_t>(s, pos - l.dims[d].begin());
+          }
+        }
+        return std::make_pair<int64_t, int64_t>(sources_.size(), a);
+      };
+      std::stable_sort(it.dims[i].begin(), it.dims[i].end(),
+                       [&](int x, int y) { return key(x) < key(y); });
+    }
+    return it;
+  }
+
+  double Cost(const Layout& it) const {
+    double c = ReshardCost(lhs_, Project(it, space_.lhs_to_iter, space_.contracting, false),
+                           lhs_dims_, mesh_);
+    c += ReshardCost(rhs_, Project(it, space_.rhs_to_iter, space_.contracting, false),
+                     rhs_dims_, mesh_);
+    c += ReshardCost(Project(it, space_.out_to_iter, space_.contracting, true), out_, out_dims_,
+                     mesh_);
+    // Among equally cheap plans, the one with the least local work.
+    double work = 1;
+    for (int64_t i = 0; i < space_.n_iter; ++i) {
+      int64_t tiles = 1;
+      for (int a : it.dims[i]) tiles *= mesh_.atoms[a].size;
+      work *= static_cast<double>(CeilDiv(space_.iter_sizes[i], tiles));
+    }
+    return c + 1e-4 * work;
+  }
+
+  const ContractionSpace& space_;
+  const Mesh& mesh_;
+  Layout lhs_, rhs_, out_;
+  std::vector<int64_t> lhs_dims_, rhs_dims_, out_dims_;
+  std::vector<std::pair<const Layout*, const std::vector<int64_t>*>> sources_;
+  std::vector<std::vector<int64_t>> roles_;
+  bool found_ = false;
+  double best_cost_ = 0;
+  Layout best_;
+};
+
+}  // namespace
+
+ContractionSpace MakeContractionSpace(const Instruction& instr,
+                                      const std::vector<int64_t>& lhs_to_iter,
+                                      const std::vector<int64_t>& rhs_to_iter,
+                                      const std::vector<int64_t>& out_to_iter, int64_t n_iter) {
+  ContractionSpace s;
+  s.lhs_to_iter = lhs_to_iter;
+  s.rhs_to_iter = rhs_to_iter;
+  s.out_to_iter = out_to_iter;
+  s.n_iter = n_iter;
+  s.iter_sizes.assign(n_iter, 1);
+  s.contracting.assign(n_iter, true);
+  const Shape& ls = instr.operand(0)->shape();
+  const Shape& rs = instr.operand(1)->shape();
+  for (size_t d = 0; d < lhs_to_iter.size(); ++d)
+    if (lhs_to_iter[d] >= 0) s.iter_sizes[lhs_to_iter[d]] = ls.dimensions(d);
+  for (size_t d = 0; d < rhs_to_iter.size(); ++d)
+    if (rhs_to_iter[d] >= 0) s.iter_sizes[rhs_to_iter[d]] = rs.dimensions(d);
+  for (size_t d = 0; d < out_to_iter.size(); ++d)
+    if (out_to_iter[d] >= 0) {
+      s.contracting[out_to_iter[d]] = false;
+      s.iter_sizes[out_to_iter[d]] = instr.shape().dimensions(d);
+    }
+  return s;
+}
+
+std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shape& lhs_shape,
+                                       const Shape& rhs_shape, const Shape& out_shape,
+                                       const Sharding& lhs, const Sharding& rhs,
+                                       const Sharding& out, int64_t num_partitions) {
+  if (num_partitions <= 1) return std::nullopt;
+  // Decompose every tiled sharding into digit factors.
+  const Sharding* shardings[3] = {&lhs, &rhs, &out};
+  std::optional<std::vector<std::vector<Factor>>> factors[3];
+  std::set<int64_t> bounds = {1, num_partitions};
+  bool any_tiled = false;
+  for (int k = 0; k < 3; ++k) {
+    const Sharding& s = *shardings[k];
+    if (s.IsReplicated()) continue;
+    if (!s.IsTiled() || s.tile_assignment().num_devices() != num_partitions) return std::nullopt;
+    factors[k] = ArrayDimFactors(s.tile_assignment());
+    if (!factors[k]) return std::nullopt;
+    any_tiled = true;
+    for (const auto& dim : *factors[k])
+      for (const Factor& f : dim) {
+        bounds.insert(f.stride);
+        bounds.insert(f.stride * f.size);
+      }
+  }
+  if (!any_tiled) return std::nullopt;
+  // The common refinement: consecutive bounds must divide each other.
+  Mesh mesh;
+  std::vector<int64_t> b(bounds.begin(), bounds.end());
+  for (size_t i = 0; i + 1 < b.size(); ++i) {
+    if (b[i + 1] % b[i] != 0) return std::nullopt;
+    mesh.atoms.push_back({b[i + 1] / b[i], b[i]});
+  }
+  std::reverse(mesh.atoms.begin(), mesh.atoms.end());
+  std::optional<Layout> layouts[3];
+  const int64_t ranks[3] = {lhs_shape.rank(), rhs_shape.rank(), out_shape.rank()};
+  for (int k = 0; k < 3; ++k) {
+    layouts[k] = ToLayout(*shardings[k], ranks[k], mesh, factors[k] ? &*factors[k] : nullptr);
+    if (!layouts[k]) return std::nullopt;
+  }
+  // Partial sums in the operands are resolved by Reshard first; a result
+  // that asks for partial sums keeps the legacy path.
+  if (!layouts[0]->unreduced.empty() || !layouts[1]->unreduced.empty() ||
+      !layouts[2]->unreduced.empty())
+    return std::nullopt;
+  Planner planner(space, mesh, *layouts[0], *layouts[1], *layouts[2], lhs_shape, rhs_shape,
+                  out_shape);
+  Layout it = planner.Solve();
+  return ToSharding(it, mesh);
+}
+
+}  // namespace meshsplit::spmd

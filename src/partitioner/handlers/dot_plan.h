@@ -1,0 +1,67 @@
+// Planning a contraction (dot, convolution) over the mesh: the shardings of
+// both operands and the result are decomposed into common mesh axes
+// (factors of the device iota), and every axis is given one role in the
+// contraction's iteration space — a batch, lhs-free, rhs-free or contracting
+// dim, or replication — so that a device subgroup handles one kind of dim
+// and the remaining axes are planned recursively inside it. The cheapest
+// plan by bytes moved wins. Shared by handlers/dot.cc and
+// handlers/windowed_einsum.cc.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ir/instruction.h"
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+
+// The iteration space of a contraction: each operand / result dim maps to an
+// iteration dim, or to -1 when the op reaches across it (a convolution's
+// spatial dims), which must then be whole. Iteration dims no result dim maps
+// to are contracting (summed over).
+struct ContractionSpace {
+  std::vector<int64_t> lhs_to_iter, rhs_to_iter, out_to_iter;
+  int64_t n_iter = 0;
+  // Size of every iteration dim.
+  std::vector<int64_t> iter_sizes;
+  // True for iteration dims that are summed over.
+  std::vector<bool> contracting;
+};
+
+ContractionSpace MakeContractionSpace(const Instruction& instr,
+                                      const std::vector<int64_t>& lhs_to_iter,
+                                      const std::vector<int64_t>& rhs_to_iter,
+                                      const std::vector<int64_t>& out_to_iter, int64_t n_iter);
+
+// The iteration-space sharding (data dims = iteration dims, then a
+// replicated subgroup) chosen by the mesh-axis search, or nullopt when the
+// three shardings do not decompose into common mesh axes (explicit device
+// arrays, tilings that cut each other's factors, manual or unreduced
+// subgroups, a device count other than `num_partitions`); the caller then
+// falls back to whole-sharding candidates.
+// REQUIRES: lhs, rhs and out are normalised (NormalizeForPartitioning).
+std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shape& lhs_shape,
+                                       const Shape& rhs_shape, const Shape& out_shape,
+                                       const Sharding& lhs, const Sharding& rhs,
+                                       const Sharding& out, int64_t num_partitions);
+
+// Windowed einsum (collective matmul). When reaching the planned layout
+// would all-gather operand `gathered` (0 = lhs, 1 = rhs) along exactly one
+// data dim and that gather moves more than
+// options.windowed_einsum_threshold_bytes, emits a while loop that keeps
+// the operand's shards moving around the ring by collective-permute and
+// computes one block of the result per iteration (dynamic-update-slice when
+// the gathered dim reaches the result, accumulation when it is
+// contracting). Returns the local partial result laid out by
+// `partial` (the same value the plain dot would produce), or nullptr when
+// the windowed form does not apply (the caller then gathers as usual).
+// `other` is the other operand already resharded (and masked) to its
+// planned sharding.
+Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
+                               const ContractionSpace& space, int gathered,
+                               const PartitionedValue& operand, const Sharding& target,
+                               const PartitionedValue& other, const Sharding& partial);
+
+}  // namespace meshsplit::spmd
