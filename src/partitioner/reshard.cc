@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "partitioner/reshard_axes.h"
 #include "partitioner/sharding_helpers.h"
 #include "support/check.h"
 
@@ -131,8 +132,23 @@ std::optional<PartitionedValue> TryCollectivePermute(SpmdBuilder& b,
     return std::nullopt;
   std::vector<int64_t> from = src.tile_assignment().Devices();
   std::vector<int64_t> to = target.tile_assignment().Devices();
+  if (src.HasManualSubgroup()) {
+    // Manual data never crosses its manual subgroup.
+    const int64_t m = src.SubgroupDim(SubgroupType::kManual);
+    std::vector<int64_t> group_of(b.module()->num_partitions(), -1);
+    const TileAssignment& ta = src.tile_assignment();
+    for (size_t f = 0; f < from.size(); ++f) {
+      if (from[f] < 0 || from[f] >= static_cast<int64_t>(group_of.size())) return std::nullopt;
+      group_of[from[f]] = (*ta.IndexOfDevice(from[f]))[m];
+    }
+    for (size_t f = 0; f < from.size(); ++f)
+      if (to[f] < 0 || to[f] >= static_cast<int64_t>(group_of.size()) ||
+          group_of[to[f]] != group_of[from[f]])
+        return std::nullopt;
+  }
   std::vector<std::pair<int64_t, int64_t>> pairs;
   for (size_t f = 0; f < from.size(); ++f) pairs.push_back({from[f], to[f]});
+  RecordReshardPath(ReshardPath::kCollectivePermute, v, target);
   return PartitionedValue{b.CollectivePermute(v.hlo, std::move(pairs)), v.shape, target};
 }
 
@@ -156,6 +172,7 @@ std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
       Instruction* x = b.PadHigh(v.hlo, high);
       x = b.ReduceScatter(x, d, target.GroupsAlongDims({d}),
                           SumReducer(b, v.shape.element_type()));
+      RecordReshardPath(ReshardPath::kReduceScatter, v, target);
       return PartitionedValue{x, v.shape, target};
     }
     return std::nullopt;
@@ -190,18 +207,78 @@ std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
     Instruction* x = b.PadHigh(v.hlo, high);
     x = b.ReduceScatter(x, d, src.GroupsAlongDims({u}),
                         SumReducer(b, v.shape.element_type()));
+    RecordReshardPath(ReshardPath::kReduceScatter, v, target);
     return PartitionedValue{x, v.shape, target};
   }
   return std::nullopt;
 }
 
+// Records an error for a reshard that must not happen and returns `v`
+// relabelled, so that partitioning can go on to report it.
+PartitionedValue Unsupported(SpmdBuilder& b, const PartitionedValue& v, const Sharding& dst,
+                             const std::string& why) {
+  b.SetError(Status::Error("cannot reshard from " + v.sharding.ToString(false) + " to " +
+                           dst.ToString(false) + ": " + why));
+  return {v.hlo, v.shape, dst};
+}
+
+// The sets of devices of each manual subgroup, sorted (O(devices)).
+std::vector<std::vector<int64_t>> ManualGroupSets(const Sharding& s) {
+  const int64_t m = s.SubgroupDim(SubgroupType::kManual);
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < s.tile_assignment().num_dimensions(); ++d)
+    if (d != m) others.push_back(d);
+  std::vector<std::vector<int64_t>> groups = s.GroupsAlongDims(others).Expand();
+  for (auto& g : groups) std::sort(g.begin(), g.end());
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
+
 PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding& dst) {
   if (v.sharding == dst) return v;
-  // Fully manual values are already per-device; nothing to move.
-  if (v.sharding.IsManual() || dst.IsManual()) return {v.hlo, v.shape, dst};
+  const Sharding src = v.sharding;
+  // Manual values are per-device data that the program itself manages; the
+  // partitioner may relabel them but never move them.
+  if (src.IsManual() || dst.IsManual()) {
+    // A replicated value is the same everywhere: it may enter as is.
+    if (dst.IsManual() && src.IsReplicated()) return {v.hlo, v.shape, dst};
+    return Unsupported(b, v, dst,
+                       src.IsManual()
+                           ? "a manual value leaves its manual region only through "
+                             "SPMDShardToFullShape"
+                           : "only a replicated value enters a manual region without "
+                             "SPMDFullToShardShape");
+  }
+  if (src.HasManualSubgroup() || dst.HasManualSubgroup()) {
+    if (!dst.HasManualSubgroup())
+      return Unsupported(b, v, dst,
+                         "a partially manual value leaves its manual subgroups only through "
+                         "SPMDShardToFullShape");
+    if (!src.HasManualSubgroup()) {
+      // Entering partially manual subgroups: a value that is not manual is
+      // the same in every group, so each group slices its tiles from the
+      // whole value.
+      PartitionedValue whole = src.IsReplicated() ? v : ReshardArray(b, v, Sharding::Replicate());
+      whole.sharding = Sharding::Replicate();
+      std::vector<int64_t> tiled;
+      for (int64_t i = 0; i < dst.TiledDataRank(); ++i)
+        if (dst.TileDim(i) > 1) tiled.push_back(i);
+      if (!tiled.empty()) RecordReshardPath(ReshardPath::kSlice, whole, dst);
+      return SliceToTarget(b, whole, dst, tiled);
+    }
+    if (ManualGroupSets(src) != ManualGroupSets(dst))
+      return Unsupported(b, v, dst, "the manual subgroups hold different devices");
+    // Every path below collects only along data or replicated dims, so the
+    // reshard happens within each manual subgroup.
+    RecordReshardPath(ReshardPath::kManualGroups, v, dst);
+  }
+  if (HasUnreduced(src) || HasUnreduced(dst)) {
+    if (auto cp = TryCollectivePermute(b, v, dst)) return *cp;
+    if (auto plan = TryAxisReshard(b, v, dst)) return *plan;
+  }
   // Into partial sums: lay the value out as the reduced target, then keep
   // it on the first member of each unreduced group and zero it elsewhere.
-  if (HasUnreduced(dst) && !HasUnreduced(v.sharding)) {
+  if (HasUnreduced(dst) && !HasUnreduced(src)) {
     PartitionedValue r = ReshardArray(b, v, ReduceUnreduced(dst));
     Instruction* member = dst.kind() == Sharding::Kind::kUnreduced
         ? b.PartitionIdS32()
@@ -210,45 +287,31 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
     const std::vector<int64_t>& local = r.hlo->shape().dimensions();
     Instruction* zeros = b.BroadcastScalar(b.Zero(v.shape.element_type()), local);
     Instruction* kept = b.Select(b.BroadcastScalar(first, local), r.hlo, zeros);
+    RecordReshardPath(ReshardPath::kToUnreduced, v, dst);
     return {kept, v.shape, dst};
   }
+  if (HasUnreduced(src)) {
+    if (auto rs = TryReduceScatter(b, v, dst)) return *rs;
+    DeviceGroups groups =
+        src.kind() == Sharding::Kind::kUnreduced
+            ? AllDevices(b.module()->num_partitions())
+            : src.GroupsAlongDims({src.SubgroupDim(SubgroupType::kUnreduced)});
+    v.hlo = b.AllReduce(v.hlo, groups, SumReducer(b, v.shape.element_type()));
+    RecordReshardPath(ReshardPath::kAllReduce, v, dst);
+    v.sharding = ReduceUnreduced(src);
+    return ReshardArray(b, v, dst);
+  }
   // A replicated value holds every tile: slice out this partition's.
-  if (v.sharding.IsReplicated() && dst.IsTiled()) {
+  if (src.IsReplicated() && dst.IsTiled()) {
     std::vector<int64_t> tiled;
     for (int64_t i = 0; i < dst.TiledDataRank(); ++i)
       if (dst.TileDim(i) > 1) tiled.push_back(i);
+    RecordReshardPath(ReshardPath::kSlice, v, dst);
     return SliceToTarget(b, v, dst, tiled);
-  }
-  if (v.sharding.HasManualSubgroup() && !dst.HasManualSubgroup()) {
-    // Leaving a partially manual region without SPMDShardToFullShape: each
-    // manual group makes its data whole; what the groups hold is the user's
-    // business, as in a manual region.
-    std::vector<int64_t> all;
-    for (int64_t d = 0; d < v.sharding.TiledDataRank(); ++d)
-      if (v.sharding.TileDim(d) > 1) all.push_back(d);
-    PartitionedValue whole = all.empty() ? v : GatherDims(b, v, all, ReplicateDims(v.sharding, all));
-    whole.sharding = Sharding::Replicate();
-    if (whole.sharding == dst) return whole;
-    return ReshardArray(b, whole, dst);
-  }
-  if (!v.sharding.HasManualSubgroup() && dst.HasManualSubgroup()) {
-    // Entering a partially manual layout: make the value whole, then every
-    // partition slices its tile.
-    return ReshardArray(b, ReshardArray(b, v, Sharding::Replicate()), dst);
-  }
-  if (HasUnreduced(v.sharding)) {
-    if (auto rs = TryReduceScatter(b, v, dst)) return *rs;
-    DeviceGroups groups =
-        v.sharding.kind() == Sharding::Kind::kUnreduced
-            ? AllDevices(b.module()->num_partitions())
-            : v.sharding.GroupsAlongDims({v.sharding.SubgroupDim(SubgroupType::kUnreduced)});
-    v.hlo = b.AllReduce(v.hlo, groups, SumReducer(b, v.shape.element_type()));
-    v.sharding = ReduceUnreduced(v.sharding);
-    return ReshardArray(b, v, dst);
   }
   const int64_t rank = v.shape.rank();
   if (rank == 0) return {v.hlo, v.shape, dst};
-  const std::vector<int64_t> src_t = TileCounts(v.sharding, rank);
+  const std::vector<int64_t> src_t = TileCounts(src, rank);
   const std::vector<int64_t> dst_t = TileCounts(dst, rank);
   std::vector<int64_t> more, less;  // tiled only in dst / only in src
   for (int64_t i = 0; i < rank; ++i) {
@@ -256,21 +319,30 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
     if (src_t[i] > 1 && dst_t[i] == 1) less.push_back(i);
   }
   // More tiled: every partition already holds its target tile.
-  if (ReplicateDims(dst, more) == v.sharding) return SliceToTarget(b, v, dst, more);
+  if (ReplicateDims(dst, more) == src) {
+    RecordReshardPath(ReshardPath::kSlice, v, dst);
+    return SliceToTarget(b, v, dst, more);
+  }
   // Less tiled: gather the dims the target does not tile.
-  if (!less.empty() && ReplicateDims(v.sharding, less) == dst)
+  if (!less.empty() && ReplicateDims(src, less) == dst) {
+    RecordReshardPath(ReshardPath::kAllGather, v, dst);
     return GatherDims(b, v, less, dst);
+  }
   // The tiling moves from one dim to another over the same devices.
-  if (v.sharding.IsTiled() && dst.IsTiled() && less.size() == 1 && more.size() == 1 &&
+  if (src.IsTiled() && dst.IsTiled() && less.size() == 1 && more.size() == 1 &&
       src_t[less[0]] == dst_t[more[0]]) {
-    std::vector<int64_t> perm(v.sharding.tile_assignment().num_dimensions());
+    std::vector<int64_t> perm(src.tile_assignment().num_dimensions());
     std::iota(perm.begin(), perm.end(), 0);
     std::swap(perm[less[0]], perm[more[0]]);
-    Sharding swapped = Sharding::Subgroup(v.sharding.tile_assignment().Transpose(perm),
-                                          v.sharding.subgroup_types());
-    if (swapped == dst) return AllToAllPath(b, v, less[0], more[0], dst);
+    Sharding swapped = Sharding::Subgroup(src.tile_assignment().Transpose(perm),
+                                          src.subgroup_types());
+    if (swapped == dst) {
+      RecordReshardPath(ReshardPath::kAllToAll, v, dst);
+      return AllToAllPath(b, v, less[0], more[0], dst);
+    }
   }
   if (auto cp = TryCollectivePermute(b, v, dst)) return *cp;
+  if (auto plan = TryAxisReshard(b, v, dst)) return *plan;
   // Gather what differs, then slice; gathering every tiled dim (-> fully
   // replicated) always works.
   std::vector<int64_t> differ, all;
@@ -280,16 +352,19 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   }
   for (const std::vector<int64_t>* gather : {&differ, &all}) {
     if (gather->empty() && gather == &differ) continue;
-    Sharding mid = ReplicateDims(v.sharding, *gather);
+    Sharding mid = ReplicateDims(src, *gather);
     std::vector<int64_t> slice;
     for (int64_t i = 0; i < rank; ++i)
       if (dst_t[i] > 1 && TileCounts(mid, rank)[i] == 1) slice.push_back(i);
     if (ReplicateDims(dst, slice) != mid) continue;
+    RecordReshardPath(gather == &differ ? ReshardPath::kFallbackGatherSome
+                                        : ReshardPath::kFallbackGatherAll,
+                      v, dst);
     PartitionedValue g = gather->empty() ? v : GatherDims(b, v, *gather, mid);
     g.sharding = mid;
     return SliceToTarget(b, g, dst, slice);
   }
-  b.SetError(Status::Error("no reshard path from " + v.sharding.ToString(false) + " to " +
+  b.SetError(Status::Error("no reshard path from " + src.ToString(false) + " to " +
                            dst.ToString(false)));
   return {v.hlo, v.shape, dst};
 }
@@ -369,6 +444,7 @@ PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
   if (!value.shape.IsArray() || dst.IsTuple()) return {value.hlo, value.shape, dst};
   PartitionedValue v = value;
   v.sharding = NormalizeForPartitioning(v.sharding);
+  if (v.sharding != dst) CountReshardCall();
   return ReshardArray(b, v, dst);
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "ir/instruction.h"
@@ -46,6 +47,39 @@ Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
 // `x` is valid only on partition `device` (a `{maximal device=D}` entry
 // parameter); returns it replicated on every partition (select + all-reduce).
 Instruction* BroadcastFromDevice(SpmdBuilder& b, Instruction* x, int64_t device);
+
+// How often each path of Reshard was taken since the last reset,
+// process-wide. The gather-then-slice fallbacks are the ones to keep rare:
+// they move more data than the layouts require. With `MESHSPLIT_DEBUG`
+// containing "reshard", every fallback is logged on stderr (shape, source
+// and target sharding) and a summary is printed at exit.
+enum class ReshardPath {
+  kSlice,              // local dynamic-slice (target more tiled)
+  kAllGather,          // all-gather of the dims the target does not tile
+  kAllToAll,           // tiling moved between dims
+  kCollectivePermute,  // same tiling, other devices
+  kAllReduce,          // partial sums reduced (all-reduce)
+  kReduceScatter,      // partial sums reduced into a tiled dim
+  kToUnreduced,        // into partial sums (zero on all but one member)
+  kManualGroups,       // resharded within each manual subgroup
+  kAxisPlan,           // per-mesh-axis plan (gathers, all-to-alls, slices)
+  kFallbackGatherSome, // gather the differing dims, then slice
+  kFallbackGatherAll,  // gather everything, then slice
+  kNumPaths,
+};
+const char* ReshardPathName(ReshardPath p);
+struct ReshardStats {
+  int64_t calls = 0;  // array reshards between different shardings
+  int64_t paths[static_cast<int>(ReshardPath::kNumPaths)] = {};
+  int64_t count(ReshardPath p) const { return paths[static_cast<int>(p)]; }
+  int64_t fallbacks() const {
+    return count(ReshardPath::kFallbackGatherSome) + count(ReshardPath::kFallbackGatherAll);
+  }
+  // "calls=12 slice=3 ... fallback_gather_all=1".
+  std::string ToString() const;
+};
+ReshardStats GetReshardStats();
+void ResetReshardStats();
 
 // True when some dim in `dims` is tiled unevenly (the tiles carry padding).
 bool HasPadding(const PartitionedValue& value, const std::vector<int64_t>& dims);
