@@ -9,7 +9,6 @@
 #include <unordered_map>
 
 #include "ir/computation.h"
-#include "propagation/psharding.h"
 #include "sharding/sharding.h"
 #include "text/parser.h"
 

@@ -219,8 +219,8 @@ std::optional<GSDims> ScatterParallelDims(Propagator& p, const Instruction* s) {
 }
 
 // Prefers a merge of the two, else the parallel one.
-std::optional<PSharding> MergePreferParallel(std::optional<PSharding> parallel,
-                                             std::optional<PSharding> passthrough) {
+std::optional<Sharding> MergePreferParallel(std::optional<Sharding> parallel,
+                                             std::optional<Sharding> passthrough) {
   if (!passthrough) return parallel;
   if (!parallel) return passthrough;
   if (MergeSharding(*parallel, &*passthrough, true)) return passthrough;
@@ -257,7 +257,7 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
     parallel_from(d);
   }
   if (IsSpatiallyPartitionedInstr(indices)) {
-    PSharding s = Get(indices);
+    Sharding s = Get(indices);
     if (s.IsTiled()) {
       GSDims c = ConnectedIndicesAndOutput(indices->shape().rank(),
                                            dn.index_vector_dim, out_rank,
@@ -271,13 +271,13 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
     auto parallel = GatherParallelDims(*this, g);
     if (parallel) parallel_from(*parallel);
     if (IsSpatiallyPartitionedInstr(operand)) {
-      PSharding filtered = PartiallyReplicateOnDims(
+      Sharding filtered = PartiallyReplicateOnDims(
           Get(operand), parallel ? parallel->operand_dims : std::vector<int64_t>{});
       if (filtered.IsTiled()) {
         GSDims pd = OperandPassthroughDims(operand->shape(), dn.collapsed_slice_dims,
                                            dn.operand_batching_dims, dn.offset_dims,
                                            g->attrs().gather_slice_sizes);
-        PSharding r = PropagateAlongDimsAndReplicateOthers(
+        Sharding r = PropagateAlongDimsAndReplicateOthers(
             filtered, pd.operand_dims, pd.output_dims, out_rank);
         if (!r.IsTileMaximal()) changed |= MaybeImprove(g, r, may_combine);
       }
@@ -286,11 +286,11 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
   return changed;
 }
 
-std::optional<PSharding> Propagator::GatherOperandFromUser(const Instruction* instr,
+std::optional<Sharding> Propagator::GatherOperandFromUser(const Instruction* instr,
                                                            const Instruction* g) {
   if (!g->attrs().gather_dnums) return std::nullopt;
   const auto& dn = *g->attrs().gather_dnums;
-  const PSharding& out = Get(g);
+  const Sharding& out = Get(g);
   if (instr == g->operand(1)) {
     if (!out.IsTiled()) return out;
     GSDims c = ConnectedIndicesAndOutput(instr->shape().rank(), dn.index_vector_dim,
@@ -300,7 +300,7 @@ std::optional<PSharding> Propagator::GatherOperandFromUser(const Instruction* in
   }
   if (!options_.is_spmd) return std::nullopt;
   const int64_t op_rank = g->operand(0)->shape().rank();
-  std::optional<PSharding> parallel;
+  std::optional<Sharding> parallel;
   if (!out.IsTiled()) {
     parallel = out;
   } else {
@@ -315,14 +315,14 @@ std::optional<PSharding> Propagator::GatherOperandFromUser(const Instruction* in
       parallel = PropagateAlongDimsAndReplicateOthers(out, pd.output_dims,
                                                       pd.operand_dims, op_rank);
   }
-  std::optional<PSharding> passthrough;
+  std::optional<Sharding> passthrough;
   if (!out.IsTiled()) {
     passthrough = out;
   } else {
     GSDims pd = OperandPassthroughDims(g->operand(0)->shape(), dn.collapsed_slice_dims,
                                        dn.operand_batching_dims, dn.offset_dims,
                                        g->attrs().gather_slice_sizes);
-    PSharding r = PropagateAlongDimsAndReplicateOthers(out, pd.output_dims,
+    Sharding r = PropagateAlongDimsAndReplicateOthers(out, pd.output_dims,
                                                        pd.operand_dims, op_rank);
     if (!r.IsTileMaximal()) passthrough = r;
   }
@@ -345,7 +345,7 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
                                                     d.operand_dims, rank),
             i, may_combine);
     if (IsSpatiallyPartitionedInstr(indices)) {
-      PSharding from_idx = PropagateAlongDimsAndReplicateOthers(
+      Sharding from_idx = PropagateAlongDimsAndReplicateOthers(
           Get(indices), d.indices_dims, d.operand_dims, rank);
       for (int i = 0; i < n; ++i)
         changed |= MaybeImproveSub(s, from_idx, i, may_combine);
@@ -368,7 +368,7 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
   }
   if (!options_.is_spmd) {
     for (int i = 0; i < n; ++i)
-      changed |= MaybeImproveSub(s, PSharding::Replicate(), i, may_combine);
+      changed |= MaybeImproveSub(s, Sharding::Replicate(), i, may_combine);
     return changed;
   }
   for (int i = 0; i < n; ++i)
@@ -385,15 +385,15 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
   for (int i = 0; i < n; ++i) {
     const Instruction* u = s->operand(n + 1 + i);
     if (!IsSpatiallyPartitionedInstr(u)) continue;
-    const PSharding& us = Get(u);
-    std::optional<PSharding> r;
+    const Sharding& us = Get(u);
+    std::optional<Sharding> r;
     if (!us.IsTiled()) {
       r = us;
     } else {
       GSDims pd = OperandPassthroughDims(op_shape, dn.inserted_window_dims,
                                          dn.input_batching_dims,
                                          dn.update_window_dims, slice);
-      PSharding x = PropagateAlongDimsAndReplicateOthers(us, pd.output_dims,
+      Sharding x = PropagateAlongDimsAndReplicateOthers(us, pd.output_dims,
                                                          pd.operand_dims, rank);
       if (!x.IsTileMaximal()) r = x;
     }
@@ -402,12 +402,12 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
   return changed;
 }
 
-std::optional<PSharding> Propagator::ScatterOperandFromUser(const Instruction* instr,
+std::optional<Sharding> Propagator::ScatterOperandFromUser(const Instruction* instr,
                                                             const Instruction* s) {
   if (!s->attrs().scatter_dnums) return std::nullopt;
   const auto& dn = *s->attrs().scatter_dnums;
   const int n = (s->operand_count() - 1) / 2;
-  const PSharding& us = Get(s);
+  const Sharding& us = Get(s);
   for (int i = 0; i < n; ++i)
     if (s->operand(i) == instr)
       return us.IsTuple() ? GetSubSharding(us, s->shape(), i) : us;
@@ -417,11 +417,11 @@ std::optional<PSharding> Propagator::ScatterOperandFromUser(const Instruction* i
                                              dn.index_vector_dim, update_rank,
                                              dn.update_window_dims);
   if (instr == indices) {
-    std::vector<PSharding> shardings;
+    std::vector<Sharding> shardings;
     for (int i = 0; i < n; ++i) {
       const Instruction* u = s->operand(n + 1 + i);
       if (!IsSpatiallyPartitionedInstr(u)) continue;
-      const PSharding& x = Get(u);
+      const Sharding& x = Get(u);
       shardings.push_back(x.IsTiled() ? PropagateAlongDimsAndReplicateOthers(
                                             x, c.output_dims, c.indices_dims,
                                             indices->shape().rank())
@@ -434,7 +434,7 @@ std::optional<PSharding> Propagator::ScatterOperandFromUser(const Instruction* i
   for (int i = 0; i < n; ++i)
     if (s->operand(n + 1 + i) == instr) update_index = i;
   if (update_index < 0) return std::nullopt;
-  PSharding from_indices = PSharding::Replicate();
+  Sharding from_indices = Sharding::Replicate();
   if (IsSpatiallyPartitionedInstr(indices)) {
     from_indices = Get(indices);
     if (from_indices.IsTiled())
@@ -442,9 +442,9 @@ std::optional<PSharding> Propagator::ScatterOperandFromUser(const Instruction* i
           from_indices, c.indices_dims, c.output_dims, update_rank);
   }
   if (options_.is_spmd) {
-    PSharding out = us.IsTuple() ? GetSubSharding(us, s->shape(), update_index) : us;
+    Sharding out = us.IsTuple() ? GetSubSharding(us, s->shape(), update_index) : us;
     const Shape& op_shape = s->operand(0)->shape();
-    std::optional<PSharding> parallel, passthrough;
+    std::optional<Sharding> parallel, passthrough;
     if (!out.IsTiled()) {
       parallel = out;
     } else {
@@ -462,7 +462,7 @@ std::optional<PSharding> Propagator::ScatterOperandFromUser(const Instruction* i
           op_shape, dn.inserted_window_dims, dn.input_batching_dims,
           dn.update_window_dims,
           ScatterSliceSizes(op_shape, s->operand(n + 1)->shape(), dn));
-      PSharding x = PropagateAlongDimsAndReplicateOthers(out, pt.operand_dims,
+      Sharding x = PropagateAlongDimsAndReplicateOthers(out, pt.operand_dims,
                                                          pt.output_dims, update_rank);
       if (!x.IsTileMaximal()) passthrough = x;
     }

@@ -34,16 +34,16 @@ int OperandIndex(const Instruction* user, const Instruction* op) {
 
 }  // namespace
 
-PSharding Propagator::InferDotOperandSharding(const Instruction* dot, int k,
+Sharding Propagator::InferDotOperandSharding(const Instruction* dot, int k,
                                               bool may_combine) {
   const DotDims dims = GetDotDims(Rule(dot), dot);
-  PSharding s = PSharding::Replicate();
+  Sharding s = Sharding::Replicate();
   if (Has(dot))
     s = ProjectSharding(Get(dot), dims.OutputToOperand(k),
                         k == 0 ? dims.lhs_rank : dims.rhs_rank);
   const Instruction* other = dot->operand(1 - k);
   if (Has(other) && IsSpatiallyPartitioned(Get(other))) {
-    PSharding from_other =
+    Sharding from_other =
         ProjectSharding(Get(other), dims.OtherToOperand(k),
                         k == 0 ? dims.lhs_rank : dims.rhs_rank);
     if (MergeSharding(s, &from_other, may_combine)) s = from_other;
@@ -51,13 +51,13 @@ PSharding Propagator::InferDotOperandSharding(const Instruction* dot, int k,
   return s;
 }
 
-std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* instr,
+std::optional<Sharding> Propagator::GetShardingFromUser(const Instruction* instr,
                                                          const Instruction* user,
                                                          int aggr) {
   if (!CanPropagateThrough(user, aggr)) return std::nullopt;
   if (!IsSpatiallyPartitionedInstr(user)) return std::nullopt;
   const bool may_combine = options_.is_spmd && aggr > 0;
-  const PSharding& us = Get(user);
+  const Sharding& us = Get(user);
   const OpShardingRule& rule = Rule(user);
   if (as_copy_.count(user)) {
     if (CompatibleIgnoringType(instr->shape(), user->shape())) return us;
@@ -70,7 +70,7 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
       const auto& dims = user->attrs().dimensions;
       for (int64_t d = 0; d < user->shape().rank(); ++d)
         if (std::find(dims.begin(), dims.end(), d) == dims.end() &&
-            us.TileDim(d) > 1)
+            TileDimOr1(us, d) > 1)
           needs_replication = true;
       if (!options_.is_spmd && needs_replication) return std::nullopt;
       return ProjectSharding(us, FactorDimMapping(rule, -1, 0, user->shape().rank()),
@@ -80,20 +80,35 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
       if (aggr == 0) return std::nullopt;
       if (us.IsReplicated()) return us;
       const int64_t cdim = user->attrs().dimensions.empty() ? 0 : user->attrs().dimensions[0];
-      if (us.TileDim(cdim) == 1 || options_.is_spmd || !us.IsTiled()) return us;
+      if (TileDimOr1(us, cdim) == 1 || options_.is_spmd || !us.IsTiled()) return us;
       int64_t start = 0;
       for (const Instruction* op : user->operands()) {
         if (op == instr) break;
         start += op->shape().dimensions(cdim);
       }
-      const TileArray& t = us.tile_assignment();
-      const int64_t tile = (user->shape().dimensions(cdim) + t.dims[cdim] - 1) / t.dims[cdim];
-      std::vector<int64_t> starts(t.num_dimensions(), 0), limits = t.dims;
+      const TileAssignment& t = us.tile_assignment();
+      const int64_t tile =
+          (user->shape().dimensions(cdim) + t.dim(cdim) - 1) / t.dim(cdim);
+      std::vector<int64_t> starts(t.num_dimensions(), 0), limits = t.dims();
       starts[cdim] = start / tile;
       limits[cdim] = (start + instr->shape().dimensions(cdim) + tile - 1) / tile;
-      TileArray sliced = t.Slice(starts, limits);
-      if (sliced.num_elements() == 1) return PSharding::Maximal(sliced.devices[0]);
-      return PSharding::Tile(sliced);
+      // The devices of the tiles this operand covers (non-SPMD only): one
+      // lookup per covered tile.
+      std::vector<int64_t> sliced_dims(starts.size()), devices;
+      for (size_t i = 0; i < starts.size(); ++i) sliced_dims[i] = limits[i] - starts[i];
+      std::vector<int64_t> idx = starts;
+      int64_t count = 1;
+      for (int64_t d : sliced_dims) count *= d;
+      for (int64_t k = 0; k < count; ++k) {
+        devices.push_back(t.DeviceAt(idx));
+        for (int64_t i = static_cast<int64_t>(idx.size()) - 1; i >= 0; --i) {
+          if (++idx[i] < limits[i]) break;
+          idx[i] = starts[i];
+        }
+      }
+      if (devices.size() == 1) return Sharding::Maximal(devices[0]);
+      return Sharding::Tile(
+          TileAssignment::FromDevices(std::move(sliced_dims), std::move(devices)));
     }
     case Opcode::kConvolution: {
       const DotDims dims = GetDotDims(rule, user);
@@ -140,10 +155,10 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
     }
     case Opcode::kTuple: {
       int first = OperandIndex(user, instr);
-      PSharding sub = GetSubSharding(us, user->shape(), first);
+      Sharding sub = GetSubSharding(us, user->shape(), first);
       for (int i = first + 1; i < user->operand_count(); ++i) {
         if (user->operand(i) != instr) continue;
-        PSharding alt = GetSubSharding(us, user->shape(), i);
+        Sharding alt = GetSubSharding(us, user->shape(), i);
         if (IsShardingMoreSpecific(alt, sub)) sub = alt;
       }
       return sub;
@@ -154,9 +169,9 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
       int64_t start = 0;
       for (int64_t i = 0; i < index; ++i)
         start += LeafCount(instr->shape().tuple_shapes(i));
-      PSharding base;
-      auto leaves_like = [&](const PSharding& leaf_src) {
-        std::vector<PSharding> leaves;
+      Sharding base;
+      auto leaves_like = [&](const Sharding& leaf_src) {
+        std::vector<Sharding> leaves;
         std::function<void(const Shape&)> walk = [&](const Shape& s) {
           if (s.IsTuple()) {
             for (const Shape& e : s.tuple_shapes()) walk(e);
@@ -166,7 +181,7 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
           }
         };
         walk(instr->shape());
-        return PSharding::Tuple(std::move(leaves));
+        return Sharding::Tuple(std::move(leaves));
       };
       if (user->shape().IsArray() || !us.IsTuple()) {
         base = Has(instr) ? Get(instr) : leaves_like(us);
@@ -189,7 +204,7 @@ std::optional<PSharding> Propagator::GetShardingFromUser(const Instruction* inst
       if (!instr->shape().IsArray() || instr->shape().rank() == 0)
         return std::nullopt;
       const int idx = OperandIndex(user, instr);
-      PSharding s = user->shape().IsTuple() ? GetSubSharding(us, user->shape(), idx)
+      Sharding s = user->shape().IsTuple() ? GetSubSharding(us, user->shape(), idx)
                                             : us;
       if (s.IsTiled()) {
         s = ProjectSharding(s, FactorDimMapping(rule, -1, 0, s.TiledDataRank()),
@@ -235,10 +250,10 @@ bool Propagator::InferFromUsers(Instruction* instr, int aggr) {
   if (Has(instr) && Get(instr).IsManual()) return false;
   if (!Has(instr) || Get(instr).IsTileMaximal()) {
     // Only a user whose sharding has a manual leaf can hand out a manual one.
-    auto has_manual = [](const PSharding& s) {
-      if (!s.IsTuple()) return s.IsManualLeaf();
-      for (const PSharding& e : s.tuple_elements())
-        if (e.IsManualLeaf()) return true;
+    auto has_manual = [](const Sharding& s) {
+      if (!s.IsTuple()) return s.kind() == Sharding::Kind::kManual;
+      for (const Sharding& e : s.tuple_elements())
+        if (e.kind() == Sharding::Kind::kManual) return true;
       return false;
     };
     for (const Instruction* user : instr->users()) {
@@ -247,7 +262,7 @@ bool Propagator::InferFromUsers(Instruction* instr, int aggr) {
         continue;
       SetContext("backward: manual from user", {user}, aggr);
       if (instr->shape().IsArray() && Get(user).IsManual()) {
-        Set(instr, PSharding::Manual());
+        Set(instr, Sharding::Manual());
         return true;
       }
       auto s = GetShardingFromUser(instr, user, aggr);
@@ -264,12 +279,12 @@ bool Propagator::InferFromUsers(Instruction* instr, int aggr) {
     SetContext("backward from user", {user}, aggr);
     if (user->opcode() == Opcode::kRngBitGenerator) {
       if (Has(instr) && Get(instr).IsReplicated()) return false;
-      Set(instr, PSharding::Replicate());
+      Set(instr, Sharding::Replicate());
       return true;
     }
     auto s = GetShardingFromUser(instr, user, aggr);
     if (s && IsCustomCallTarget(instr, "ShardBarrierTo"))
-      s = PSharding::Replicate();  // barrier: nothing flows back through it
+      s = Sharding::Replicate();  // barrier: nothing flows back through it
     if (s) improved |= MaybeImprove(instr, *s, may_combine);
   }
   return improved;
@@ -312,47 +327,47 @@ Instruction* ConversionAfter(Propagator& p, Instruction* annotate,
   return user;
 }
 
-bool RefineFromAuto(const PSharding& to_merge, const std::vector<int64_t>& unspec,
-                    PSharding* auto_s, PSharding* manual_s) {
-  if (!manual_s->IsManualSubgroup() || auto_s->IsManualSubgroup() ||
+bool RefineFromAuto(const Sharding& to_merge, const std::vector<int64_t>& unspec,
+                    Sharding* auto_s, Sharding* manual_s) {
+  if (!manual_s->HasManualSubgroup() || auto_s->HasManualSubgroup() ||
       !manual_s->HasPartialReplication() || manual_s->subgroup_types().size() != 2)
     return false;
-  PSharding partial = PartiallyReplicateOnAllDimsExcept(to_merge, unspec);
+  Sharding partial = PartiallyReplicateOnAllDimsExcept(to_merge, unspec);
   if (!partial.IsTiled()) return false;
   if (!MergeShardingIfCompatible(partial, auto_s)) return false;
   // Merge into the manual sharding by reading its manual dim as a data dim.
   const int rank = partial.TiledDataRank();
-  std::vector<int64_t> pdims = partial.tile_assignment().dims;
+  std::vector<int64_t> pdims = partial.tile_assignment().dims();
   pdims.insert(pdims.begin() + rank, 1);
-  PSharding partial_for_manual =
-      PSharding::PartialTile(partial.tile_assignment().Reshape(pdims));
-  TileArray mt = manual_s->tile_assignment();
+  Sharding partial_for_manual =
+      Sharding::PartialTile(partial.tile_assignment().Reshape(pdims));
+  TileAssignment mt = manual_s->tile_assignment();
   if (manual_s->subgroup_types().back() != SubgroupType::kReplicated) {
     std::vector<int64_t> perm(mt.num_dimensions());
     for (size_t i = 0; i < perm.size(); ++i) perm[i] = i;
     std::swap(perm.back(), perm[rank]);
     mt = mt.Transpose(perm);
   }
-  PSharding tmp = PSharding::PartialTile(mt);
+  Sharding tmp = Sharding::PartialTile(mt);
   if (!MergeShardingIfCompatible(partial_for_manual, &tmp)) return false;
   std::vector<SubgroupType> types = {SubgroupType::kManual};
   if (tmp.HasPartialReplication()) types.push_back(SubgroupType::kReplicated);
-  *manual_s = PSharding::Subgroup(tmp.tile_assignment(), types);
+  *manual_s = Sharding::Subgroup(tmp.tile_assignment(), types);
   return true;
 }
 
-bool RefineFromManual(const PSharding& to_merge, const std::vector<int64_t>& unspec,
-                      PSharding* auto_s, PSharding* manual_s) {
-  if (!to_merge.IsManualSubgroup() || !manual_s->IsManualSubgroup() ||
-      !manual_s->HasPartialReplication() || auto_s->IsManualSubgroup() ||
+bool RefineFromManual(const Sharding& to_merge, const std::vector<int64_t>& unspec,
+                      Sharding* auto_s, Sharding* manual_s) {
+  if (!to_merge.HasManualSubgroup() || !manual_s->HasManualSubgroup() ||
+      !manual_s->HasPartialReplication() || auto_s->HasManualSubgroup() ||
       manual_s->subgroup_types().size() != 2)
     return false;
-  PSharding partial = PartiallyReplicateOnAllDimsExcept(to_merge, unspec);
+  Sharding partial = PartiallyReplicateOnAllDimsExcept(to_merge, unspec);
   if (!partial.IsTiled()) return false;
   if (!MergeShardingIfCompatible(partial, manual_s)) return false;
   std::vector<SubgroupType> types(partial.subgroup_types().size(),
                                   SubgroupType::kReplicated);
-  PSharding for_auto = PSharding::Subgroup(partial.tile_assignment(), types);
+  Sharding for_auto = Sharding::Subgroup(partial.tile_assignment(), types);
   return MergeShardingIfCompatible(for_auto, auto_s);
 }
 
@@ -370,20 +385,20 @@ bool Propagator::InferUnspecifiedDimsFromOperand(Instruction* annotate,
   *conversion_after = conv;
   SetContext("refine unspecified dims from operand", {op}, ctx_aggr_);
   if (conv == nullptr) {
-    PSharding partial = PartiallyReplicateOnAllDimsExcept(Get(op), unspec);
-    PSharding s = Get(annotate);
+    Sharding partial = PartiallyReplicateOnAllDimsExcept(Get(op), unspec);
+    Sharding s = Get(annotate);
     if (!MergeShardingIfCompatible(partial, &s)) return false;
     Set(annotate, s);
     return true;
   }
   if (!Has(conv)) return false;
   if (IsCustomCallTarget(conv, "SPMDFullToShardShape")) {
-    PSharding auto_s = Get(annotate), manual_s = Get(conv);
+    Sharding auto_s = Get(annotate), manual_s = Get(conv);
     if (!RefineFromAuto(Get(op), unspec, &auto_s, &manual_s)) return false;
     Set(annotate, auto_s);
     Set(conv, manual_s);
   } else {
-    PSharding manual_s = Get(annotate), auto_s = Get(conv);
+    Sharding manual_s = Get(annotate), auto_s = Get(conv);
     if (!RefineFromManual(Get(op), unspec, &auto_s, &manual_s)) return false;
     Set(annotate, manual_s);
     Set(conv, auto_s);
@@ -407,8 +422,8 @@ bool Propagator::InferUnspecifiedDimsFromUsers(Instruction* annotate, int aggr,
     if (!us || us->IsTileMaximal() || us->IsManual() || !us->IsTiled()) continue;
     SetContext("refine unspecified dims from user", {user}, aggr);
     if (conv == nullptr) {
-      PSharding partial = PartiallyReplicateOnAllDimsExcept(*us, unspec);
-      PSharding s = Get(annotate);
+      Sharding partial = PartiallyReplicateOnAllDimsExcept(*us, unspec);
+      Sharding s = Get(annotate);
       if (!MergeShardingIfCompatible(partial, &s)) continue;
       Set(annotate, s);
       changed = true;
@@ -416,12 +431,12 @@ bool Propagator::InferUnspecifiedDimsFromUsers(Instruction* annotate, int aggr,
     }
     if (!Has(conv)) continue;
     if (IsCustomCallTarget(conv, "SPMDFullToShardShape")) {
-      PSharding auto_s = Get(annotate), manual_s = Get(conv);
+      Sharding auto_s = Get(annotate), manual_s = Get(conv);
       if (!RefineFromManual(*us, unspec, &auto_s, &manual_s)) continue;
       Set(annotate, auto_s);
       Set(conv, manual_s);
     } else {
-      PSharding manual_s = Get(annotate), auto_s = Get(conv);
+      Sharding manual_s = Get(annotate), auto_s = Get(conv);
       if (!RefineFromAuto(*us, unspec, &auto_s, &manual_s)) continue;
       Set(annotate, manual_s);
       Set(conv, auto_s);
@@ -439,8 +454,8 @@ bool Propagator::InferUnspecifiedDimsFromShardGroup(
   for (const Instruction* m : group) {
     if (m == annotate || IsCustomCallTarget(m, "ShardBarrierFrom")) continue;
     if (!IsSpatiallyPartitionedInstr(m) || !Get(m).IsTiled()) continue;
-    PSharding partial = PartiallyReplicateOnAllDimsExcept(Get(m), unspec);
-    PSharding s = Get(annotate);
+    Sharding partial = PartiallyReplicateOnAllDimsExcept(Get(m), unspec);
+    Sharding s = Get(annotate);
     if (!MergeShardingIfCompatible(partial, &s)) continue;
     SetContext("refine unspecified dims from shard group", {m}, ctx_aggr_);
     Set(annotate, s);

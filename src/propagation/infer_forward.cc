@@ -126,7 +126,7 @@ bool IsConvolutionKernelSmall(const Instruction* conv) {
 
 }  // namespace
 
-std::optional<PSharding> Propagator::LookaheadUserSharding(Instruction* instr) {
+std::optional<Sharding> Propagator::LookaheadUserSharding(Instruction* instr) {
   if (instr->users().size() != 1) return std::nullopt;
   std::vector<Instruction*> chain = {instr, instr->users()[0]};
   Instruction* cur = instr->users()[0];
@@ -135,7 +135,7 @@ std::optional<PSharding> Propagator::LookaheadUserSharding(Instruction* instr) {
     cur = cur->users()[0];
     chain.push_back(cur);
   }
-  std::optional<PSharding> s;
+  std::optional<Sharding> s;
   std::vector<Instruction*> set_temp;
   recording_ = false;
   for (int i = (int)chain.size() - 1; i >= 1; --i) {
@@ -156,28 +156,28 @@ bool Propagator::InferDotFromOperands(Instruction* instr) {
   const DotDims dims = GetDotDims(Rule(instr), instr);
   const bool may_combine = ctx_aggr_ > 0 && options_.is_spmd;
   auto from_operand = [&](int k) {
-    const PSharding& s = Get(instr->operand(k));
+    const Sharding& s = Get(instr->operand(k));
     if (s.IsTileMaximal()) return s;
     return ProjectSharding(s, dims.OperandToOutput(k),
                            instr->shape().rank());
   };
-  std::optional<PSharding> improved[2];
-  const PSharding* cur = Has(instr) ? &Get(instr) : nullptr;
+  std::optional<Sharding> improved[2];
+  const Sharding* cur = Has(instr) ? &Get(instr) : nullptr;
   for (int k = 0; k < 2; ++k)
     if (IsSpatiallyPartitionedInstr(instr->operand(k)))
       improved[k] = ReturnImprovedSharding(from_operand(k), cur, instr->shape(),
                                            may_combine, false);
   if (!improved[0] && !improved[1]) return false;
-  auto set_if_new = [&](const PSharding& s) {
+  auto set_if_new = [&](const Sharding& s) {
     if (Has(instr) && Get(instr) == s) return false;
     Set(instr, s);
     return true;
   };
   if (!improved[1]) return set_if_new(*improved[0]);
   if (!improved[0]) return set_if_new(*improved[1]);
-  PSharding prio[2] = {*improved[0], *improved[1]};
+  Sharding prio[2] = {*improved[0], *improved[1]};
   bool decided = false;
-  std::optional<PSharding> look = LookaheadUserSharding(instr);
+  std::optional<Sharding> look = LookaheadUserSharding(instr);
   if (look) {
     bool sub0 = IsSubTilingOrEqualSharding(instr->shape(), *look, *improved[0]);
     bool sub1 = IsSubTilingOrEqualSharding(instr->shape(), *look, *improved[1]);
@@ -190,7 +190,7 @@ bool Propagator::InferDotFromOperands(Instruction* instr) {
   if (!decided && instr->operand(0)->shape().ByteSize() <
                       instr->operand(1)->shape().ByteSize())
     std::swap(prio[0], prio[1]);
-  std::optional<PSharding> before;
+  std::optional<Sharding> before;
   if (Has(instr)) before = Get(instr);
   Set(instr, prio[0]);
   MaybeImprove(instr, prio[1], may_combine);
@@ -205,7 +205,7 @@ bool Propagator::InferConvolutionFromOperands(Instruction* instr) {
     int64_t p = 1;
     if (!Has(op) || !Get(op).IsTiled()) return p;
     for (const auto& d : dims.conv_spatial)
-      p *= Get(op).TileDim(side == 0 ? d.lhs : d.rhs);
+      p *= TileDimOr1(Get(op), side == 0 ? d.lhs : d.rhs);
     return p;
   };
   const int64_t bgc = instr->attrs().batch_group_count;
@@ -221,7 +221,7 @@ bool Propagator::InferConvolutionFromOperands(Instruction* instr) {
   if (!Get(lhs).IsTiled()) return false;
   const auto& cd = *instr->attrs().conv_dnums;
   if (IsConvolutionKernelSmall(instr)) {
-    if (Get(lhs).TileDim(cd.input_feature_dimension) > 1) return false;
+    if (TileDimOr1(Get(lhs), cd.input_feature_dimension) > 1) return false;
     std::vector<int64_t> out_to_lhs(instr->shape().rank());
     out_to_lhs[cd.output_batch_dimension] = cd.input_batch_dimension;
     out_to_lhs[cd.output_feature_dimension] = cd.input_feature_dimension;
@@ -279,7 +279,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       if (aggr == 0 && (opc == Opcode::kConcatenate || opc == Opcode::kDynamicSlice))
         return false;
       SetContext("forward: manual from operand", {op}, aggr);
-      PSharding m = SingleTuple(instr->shape(), PSharding::Manual());
+      Sharding m = SingleTuple(instr->shape(), Sharding::Manual());
       if (Has(instr) && Get(instr) == m) return false;
       Set(instr, m);
       return true;
@@ -292,7 +292,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
         instr == instr->parent()->root() || HasSideEffect(instr))
       return false;
     for (const Instruction* op : instr->operands()) {
-      if (Has(op) && Get(op).IsTileMaximal() && !Get(op).HasUniqueDevice()) {
+      if (Has(op) && Get(op).IsTileMaximal() && !Get(op).IsMaximal()) {
         SetContext("forward: replicated operand of an op without spatial "
                    "partitioning",
                    {op}, aggr);
@@ -301,14 +301,14 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
     }
     return false;
   }
-  auto maybe_tuple = [&](const PSharding& s) {
+  auto maybe_tuple = [&](const Sharding& s) {
     return SingleTuple(instr->shape(), s);
   };
   switch (opc) {
     case Opcode::kGetTupleElement: {
       const Instruction* op = instr->operand(0);
       if (!IsSpatiallyPartitionedInstr(op)) return false;
-      PSharding s = GetSubSharding(Get(op), op->shape(), instr->attrs().tuple_index);
+      Sharding s = GetSubSharding(Get(op), op->shape(), instr->attrs().tuple_index);
       if (s.IsManual()) {
         if (Has(instr) && Get(instr) == s) return false;
         Set(instr, s);
@@ -322,17 +322,17 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
         any |= IsSpatiallyPartitionedInstr(op);
       if (!any) return false;
       const bool had = Has(instr);
-      std::vector<PSharding> subs =
+      std::vector<Sharding> subs =
           had ? Get(instr).tuple_elements()
-              : std::vector<PSharding>(LeafCount(instr->shape()),
-                                       PSharding::Replicate());
+              : std::vector<Sharding>(LeafCount(instr->shape()),
+                                       Sharding::Replicate());
       size_t idx = 0;
       for (const Instruction* op : instr->operands()) {
         const int64_t n = LeafCount(op->shape());
         if (Has(op)) {
-          PSharding os = NormalizeToShape(Get(op), op->shape());
+          Sharding os = NormalizeToShape(Get(op), op->shape());
           for (int64_t j = 0; j < n && idx + j < subs.size(); ++j) {
-            const PSharding& leaf = os.IsTuple()
+            const Sharding& leaf = os.IsTuple()
                                         ? (j < (int64_t)os.tuple_elements().size()
                                                ? os.tuple_elements()[j]
                                                : subs[idx + j])
@@ -343,7 +343,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
         }
         idx += n;
       }
-      PSharding s = PSharding::Tuple(std::move(subs));
+      Sharding s = Sharding::Tuple(std::move(subs));
       if (had && Get(instr) == s) return false;
       Set(instr, s);
       return true;
@@ -354,20 +354,20 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       for (int k = 0; k < n; ++k) {
         const Instruction* op = instr->operand(k);
         if (!IsSpatiallyPartitionedInstr(op)) continue;
-        const PSharding& os = Get(op);
+        const Sharding& os = Get(op);
         if (os.IsManual()) {
           changed |= MaybeImproveSub(instr, os, k, may_combine, one_user);
           continue;
         }
         bool reduces_tiled = false;
         for (int64_t d : instr->attrs().dimensions)
-          reduces_tiled |= os.TileDim(d) > 1;
+          reduces_tiled |= TileDimOr1(os, d) > 1;
         if (os.IsReplicated() || (!options_.is_spmd && reduces_tiled)) {
           changed |= MaybeImprove(instr, maybe_tuple(ReplicateAllDataDims(os)),
                                   may_combine, one_user);
           continue;
         }
-        PSharding projected =
+        Sharding projected =
             ProjectSharding(os, FactorDimMapping(rule, k, -1, op->shape().rank()),
                             op->shape().rank() - instr->attrs().dimensions.size());
         changed |= MaybeImprove(instr, maybe_tuple(projected), may_combine, one_user);
@@ -378,7 +378,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       if (aggr < 3) return false;
       const Instruction* op = instr->operand(0);
       if (!IsSpatiallyPartitionedInstr(op) || Get(op).IsReplicated()) return false;
-      PSharding s = ProjectSharding(
+      Sharding s = ProjectSharding(
           Get(op), FactorDimMapping(rule, 0, -1, op->shape().rank()),
           instr->shape().rank());
       return MaybeImprove(instr, s, may_combine, one_user);
@@ -394,7 +394,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
                            c->operand(0)->opcode() == Opcode::kGetTupleElement);
           if (!ok) return false;
           for (int64_t d : instr->attrs().dimensions)
-            if (Get(c).TileDim(d) > 1) return false;
+            if (TileDimOr1(Get(c), d) > 1) return false;
         }
       }
       return MaybeImprove(instr, Get(op), may_combine, one_user);
@@ -471,8 +471,8 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       if (op == nullptr || !IsSpatiallyPartitionedInstr(op)) return false;
       const int64_t sort_dim =
           instr->attrs().dimensions.empty() ? 0 : instr->attrs().dimensions[0];
-      const PSharding& os = Get(op);
-      if (os.IsTiled() && os.TileDim(sort_dim) != 1 &&
+      const Sharding& os = Get(op);
+      if (os.IsTiled() && TileDimOr1(os, sort_dim) != 1 &&
           !GetFirstTargetDimToMoveShardingTiles(op->shape(), os, sort_dim))
         return false;
       return MaybeImprove(instr, maybe_tuple(os), may_combine, one_user);
@@ -483,7 +483,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       const int sliced = opc == Opcode::kDynamicSlice ? 0 : 1;
       const Instruction* op = instr->operand(sliced);
       if (IsSpatiallyPartitionedInstr(op)) {
-        PSharding s = Get(op);
+        Sharding s = Get(op);
         if (s.IsTiled()) {
           std::vector<int64_t> slice_dims;
           for (int64_t d = 0; d < instr->shape().rank(); ++d)
@@ -505,7 +505,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
     case Opcode::kWhile: {
       const Instruction* op = instr->operand(0);
       if (!Has(op)) return false;
-      PSharding s = Get(op);
+      Sharding s = Get(op);
       if (Has(instr)) MergeSharding(Get(instr), &s, may_combine);
       return MaybeImprove(instr, s, may_combine);
     }

@@ -94,7 +94,37 @@ std::vector<int64_t> ParseUnspecifiedDims(const Instruction& instr) {
   return dims;
 }
 
-bool EvenlyPartitions(const Shape& shape, const PSharding& s) {
+// Whether propagation can work with `s`: no unreduced values or subgroups
+// (those are kept verbatim and nothing flows through them).
+bool IsModelled(const Sharding& s, std::string* why) {
+  if (s.IsTuple()) {
+    for (const Sharding& e : s.tuple_elements())
+      if (!IsModelled(e, why)) return false;
+    return true;
+  }
+  if (s.kind() == Sharding::Kind::kUnreduced ||
+      s.SubgroupDim(SubgroupType::kUnreduced) >= 0) {
+    *why = "unreduced shardings are not propagated";
+    return false;
+  }
+  return true;
+}
+
+// The working form of an IR sharding: nested tuples flattened, metadata
+// dropped except XLA's CSE-prevention marker (which the write-back keeps).
+Sharding WorkingForm(const Sharding& ir) {
+  if (ir.IsTuple()) {
+    std::vector<Sharding> leaves;
+    for (const Sharding& e : ir.tuple_elements()) leaves.push_back(WorkingForm(e));
+    Sharding t = FlatTuple(std::move(leaves));
+    return t;
+  }
+  Sharding s = ir;
+  SetCsePrevention(&s, HasCsePrevention(ir));
+  return s;
+}
+
+bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
   if (s.IsTuple()) {
     for (int64_t i = 0; i < shape.tuple_size(); ++i)
       if (!EvenlyPartitions(shape.tuple_shapes(i), GetSubSharding(s, shape, i)))
@@ -102,10 +132,10 @@ bool EvenlyPartitions(const Shape& shape, const PSharding& s) {
     return true;
   }
   if (!s.IsTiled()) return !s.IsTileMaximal() || s.IsReplicated() ||
-                            s.kind() != PSharding::Kind::kMaximal;
+                            s.kind() != Sharding::Kind::kMaximal;
   if (!shape.IsArray()) return true;
   for (int i = 0; i < shape.rank() && i < s.TiledDataRank(); ++i)
-    if (shape.dimensions(i) % s.TileDim(i) != 0) return false;
+    if (shape.dimensions(i) % TileDimOr1(s, i) != 0) return false;
   return true;
 }
 
@@ -118,11 +148,11 @@ bool Propagator::Has(const Instruction* i) const {
   return id >= 0 && sharding_[id].has_value();
 }
 
-const PSharding& Propagator::Get(const Instruction* i) const {
+const Sharding& Propagator::Get(const Instruction* i) const {
   return *sharding_[Id(i)];
 }
 
-void Propagator::Set(const Instruction* i, PSharding s) {
+void Propagator::Set(const Instruction* i, Sharding s) {
   if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
   int id = Id(i);
   if (recording_ && report_ != nullptr) {
@@ -137,18 +167,12 @@ void Propagator::Set(const Instruction* i, PSharding s) {
   sharding_[id] = std::move(s);
 }
 
-const std::string& Propagator::ProvenanceText(const PSharding& s) {
-  if (s.IsTuple()) return tuple_text_ = s.ToString();
-  auto& bucket = provenance_text_[StructureHash(s)];
-  for (const auto& [ps, text] : bucket)
-    if (ps == s) return text;
-  std::string text = s.ToString();
-  // The IR's printer writes iota device lists as <=[n] (short for any device
-  // count); fall back to the explicit list if it cannot be read.
-  auto parsed = Sharding::Parse(text);
-  if (parsed.ok()) text = parsed->ToString();
-  bucket.emplace_back(s, std::move(text));
-  return bucket.back().second;
+const std::string& Propagator::ProvenanceText(const Sharding& s) {
+  if (s.IsTuple()) return tuple_text_ = s.ToString(/*include_metadata=*/false);
+  auto it = provenance_text_.find(s);
+  if (it == provenance_text_.end())
+    it = provenance_text_.emplace(s, s.ToString(/*include_metadata=*/false)).first;
+  return it->second;
 }
 
 void Propagator::Clear(const Instruction* i) { sharding_[Id(i)].reset(); }
@@ -175,9 +199,9 @@ bool Propagator::IsCustomCallTarget(const Instruction* i, const char* target) co
   return IsCustomCall(*i, target) && !as_copy_.count(i);
 }
 
-bool Propagator::MaybeImprove(const Instruction* i, PSharding s, bool may_combine,
+bool Propagator::MaybeImprove(const Instruction* i, Sharding s, bool may_combine,
                               bool allow_aggressive) {
-  const PSharding* cur = Has(i) ? &Get(i) : nullptr;
+  const Sharding* cur = Has(i) ? &Get(i) : nullptr;
   if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
   auto r = ReturnImprovedSharding(std::move(s), cur, i->shape(), may_combine,
                                   allow_aggressive);
@@ -187,18 +211,18 @@ bool Propagator::MaybeImprove(const Instruction* i, PSharding s, bool may_combin
   return true;
 }
 
-bool Propagator::MaybeImproveSub(const Instruction* i, PSharding s, int64_t index,
+bool Propagator::MaybeImproveSub(const Instruction* i, Sharding s, int64_t index,
                                  bool may_combine, bool allow_aggressive) {
   if (!i->shape().IsTuple())
     return MaybeImprove(i, std::move(s), may_combine, allow_aggressive);
   const Shape& sub_shape = i->shape().tuple_shapes(index);
-  std::optional<PSharding> cur;
+  std::optional<Sharding> cur;
   if (Has(i)) cur = GetSubSharding(Get(i), i->shape(), index);
   auto r = ReturnImprovedSharding(NormalizeToShape(s, sub_shape),
                                   cur ? &*cur : nullptr, sub_shape, may_combine,
                                   allow_aggressive);
   if (!r) return false;
-  PSharding whole = Has(i) ? Get(i) : SingleTuple(i->shape(), PSharding::Replicate());
+  Sharding whole = Has(i) ? Get(i) : SingleTuple(i->shape(), Sharding::Replicate());
   int64_t start = 0;
   for (int64_t k = 0; k < index; ++k) start += LeafCount(i->shape().tuple_shapes(k));
   auto& el = whole.mutable_tuple_elements();
@@ -232,11 +256,11 @@ Status Propagator::Init() {
     for (const auto& instr : c->instructions()) {
       id_.Put(instr.get(), (int)instrs_.size());
       instrs_.push_back(instr.get());
-      std::optional<PSharding> s;
+      std::optional<Sharding> s;
       if (instr->has_sharding()) {
-        auto parsed = PSharding::Parse(instr->sharding()->ToString());
-        if (parsed.ok()) {
-          s = NormalizeToShape(*parsed, instr->shape());
+        std::string why;
+        if (IsModelled(*instr->sharding(), &why)) {
+          s = NormalizeToShape(WorkingForm(*instr->sharding()), instr->shape());
         } else {
           // A form propagation does not model (e.g. unreduced): keep it
           // untouched and let nothing flow through it.
@@ -244,7 +268,7 @@ Status Propagator::Init() {
           if (report_ != nullptr)
             report_->warnings.push_back("sharding of '" + instr->name() +
                                         "' is kept as is and not propagated (" +
-                                        parsed.status().message() + ")");
+                                        why + ")");
         }
       }
       original_.push_back(s);
@@ -281,29 +305,30 @@ Status Propagator::ProcessShardingInstructions() {
           return Status::Error("Sharding custom-call '" + instr->name() +
                                    "' has no sharding attribute",
                                instr->loc());
-        replaced = replace && (!Get(instr).IsUnknown() ||
+        replaced = replace && (!IsUnknownSharding(Get(instr)) ||
                                instr->operand(0)->opcode() == Opcode::kParameter);
         if (replaced) as_copy_.insert(instr);
       }
       bool remove = false;
       if (replace && Has(instr) && !Get(instr).IsTuple() &&
-          Get(instr).IsShardGroup()) {
-        const PSharding& s = Get(instr);
+          Get(instr).shard_group().has_value()) {
+        const Sharding& s = Get(instr);
         if (is_annotation && !replaced) {
           // An unknown Sharding custom-call only names a shard group: hand
           // the group to its operand and drop the call.
           Instruction* op = instr->operand(0);
-          PSharding os = Has(op) ? Get(op) : PSharding::Unknown();
-          if (!os.IsTuple()) os.SetShardGroup(s.shard_group_id(), s.shard_as());
+          Sharding os = Has(op) ? Get(op) : Sharding::Unknown();
+          if (!os.IsTuple()) os.set_shard_group(s.shard_group());
           SetContext("shard group from " + instr->name(), {instr}, -1);
           Set(op, os);
           remove = true;
         } else {
-          shard_group_of_[instr] = s.shard_group_id();
-          (s.shard_as() ? shard_as_groups_ : shard_like_groups_)[s.shard_group_id()]
+          const ShardGroup group = *s.shard_group();
+          shard_group_of_[instr] = group.id;
+          (group.shard_as ? shard_as_groups_ : shard_like_groups_)[group.id]
               .push_back(instr);
-          PSharding clean = s;
-          clean.ClearShardGroup();
+          Sharding clean = s;
+          clean.set_shard_group(std::nullopt);
           sharding_[Id(instr)] = clean;
         }
       }
@@ -382,7 +407,7 @@ void Propagator::BuildComputationMap() {
           break;
         }
       if (sharded != nullptr) {
-        PSharding s = Get(sharded);
+        Sharding s = Get(sharded);
         SetContext("control flow: shared with " + sharded->name(), {sharded}, -1);
         for (Instruction* r : related)
           if (r != sharded && (!Has(r) || Get(r) != s)) Set(r, s);
@@ -399,11 +424,11 @@ void Propagator::CollectProvided() {
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
     if (Has(instr) && instr != entry->root() &&
-        instr->opcode() != Opcode::kParameter && !Get(instr).IsUnknown())
+        instr->opcode() != Opcode::kParameter && !IsUnknownSharding(Get(instr)))
       provided_.insert(instr);
   }
   Instruction* root = entry->root();
-  if (!allow_output_ && (!Has(root) || !Get(root).IsUnknown())) {
+  if (!allow_output_ && (!Has(root) || !IsUnknownSharding(Get(root)))) {
     if (root->opcode() == Opcode::kWhile) {
       // Keep the entry result fixed behind a copy so that the while itself
       // can still be resharded.
@@ -429,20 +454,20 @@ void Propagator::CollectProvided() {
   if (!allow_params_) {
     for (int i = 0; i < entry->parameter_count(); ++i) {
       Instruction* p = entry->parameter(i);
-      if (Has(p) && !Get(p).IsUnknown()) provided_.insert(p);
+      if (Has(p) && !IsUnknownSharding(Get(p))) provided_.insert(p);
     }
   }
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr) || !Has(instr)) continue;
-    const PSharding& s = Get(instr);
+    const Sharding& s = Get(instr);
     if (s.IsTuple()) {
       bool any = false;
-      PSharding t = s;
+      Sharding t = s;
       for (auto& e : t.mutable_tuple_elements())
-        if (e.IsUnknown()) e = PSharding::Replicate(), any = true;
+        if (e.IsUnknown()) e = Sharding::Replicate(), any = true;
       if (any) sharding_[Id(instr)] = t;
     } else if (s.IsUnknown()) {
-      sharding_[Id(instr)] = PSharding::Replicate();
+      sharding_[Id(instr)] = Sharding::Replicate();
     }
   }
 }
@@ -611,22 +636,22 @@ bool Propagator::RunToFixPoint(int aggr) {
 
 void Propagator::AlignShardAsGroups() {
   for (auto& [id, group] : shard_as_groups_) {
-    PSharding def = PSharding::Replicate();
-    std::vector<PSharding> shardings;
+    Sharding def = Sharding::Replicate();
+    std::vector<Sharding> shardings;
     for (Instruction* m : group) {
       if (!Has(m)) continue;
       shardings.push_back(Get(m));
       if (!IsCustomCallTarget(m, "ShardBarrierFrom") && def.IsReplicated())
         def = Get(m);
     }
-    PSharding common = shardings.empty() ? def : FindCommonSharding(shardings, def);
+    Sharding common = shardings.empty() ? def : FindCommonSharding(shardings, def);
     for (Instruction* m : group) {
       if (IsCustomCallTarget(m, "ShardBarrierTo")) continue;
       SetContext("shard_as group " + std::to_string(id), {}, 3);
       if (provided_.count(m) && unspecified_dims_.count(m)) {
-        PSharding partial =
+        Sharding partial =
             PartiallyReplicateOnAllDimsExcept(common, unspecified_dims_[m]);
-        PSharding s = Get(m);
+        Sharding s = Get(m);
         if (MergeShardingIfCompatible(partial, &s)) Set(m, s);
       }
       if (!Has(m) || Get(m) != common) Set(m, common);
@@ -641,7 +666,7 @@ void Propagator::RelayBarrierFrom() {
     auto g = shard_group_of_.find(instr);
     if (g == shard_group_of_.end() || !shard_as_groups_.count(g->second)) continue;
     if (!Has(instr)) continue;
-    PSharding s = Get(instr);
+    Sharding s = Get(instr);
     Instruction* op = instr->operand(0);
     if (Has(op)) MergeShardingIfCompatible(Get(op), s.NumTiles(), &s);
     SetContext("shard barrier relay", {instr}, 3);
@@ -669,7 +694,7 @@ void Propagator::PostProcessCsePrevention() {
                         instr->operand(0)->shape().IsArray() &&
                         instr->operand(0)->shape().rank() == 0;
     if (target) {
-      if (!original_[id]) sharding_[id]->set_cse_prevention(true);
+      if (!original_[id]) SetCsePrevention(&*sharding_[id], true);
       continue;
     }
     sharding_[id] = original_[id];
@@ -684,7 +709,7 @@ void Propagator::RestoreAndCheckEntryShardings() {
   SetContext("entry signature policy", {}, -1);
   if (saved_root_shardings_.size() == out.size() && Has(root) &&
       Get(root).IsTuple()) {
-    PSharding s = Get(root);
+    Sharding s = Get(root);
     for (size_t i = 0; i < saved_root_shardings_.size() &&
                        i < s.tuple_elements().size(); ++i)
       if (!out[i] && !saved_root_shardings_[i].IsUnknown())
@@ -698,7 +723,7 @@ void Propagator::RestoreAndCheckEntryShardings() {
         if (par[i]) continue;
         Instruction* p = entry->parameter(i);
         auto it = saved_param_shardings_.find(i);
-        if (it != saved_param_shardings_.end() && !it->second.IsUnknown()) {
+        if (it != saved_param_shardings_.end() && !IsUnknownSharding(it->second)) {
           Set(p, it->second);
         } else {
           Clear(p);
@@ -709,11 +734,11 @@ void Propagator::RestoreAndCheckEntryShardings() {
                entry->parameter(0)->shape().tuple_size() == (int)par.size() &&
                Has(entry->parameter(0))) {
       Instruction* p = entry->parameter(0);
-      PSharding s = Get(p);
+      Sharding s = Get(p);
       for (int i = 0; i < (int)par.size(); ++i) {
-        PSharding saved =
+        Sharding saved =
             GetSubSharding(saved_param_shardings_.at(0), p->shape(), i);
-        if (!par[i] && !saved.IsUnknown() && !saved.IsTuple() && s.IsTuple())
+        if (!par[i] && !IsUnknownSharding(saved) && !saved.IsTuple() && s.IsTuple())
           s.mutable_tuple_elements()[i] = saved;
       }
       Set(p, s);
@@ -721,20 +746,20 @@ void Propagator::RestoreAndCheckEntryShardings() {
   }
   if (allow_output_ && Has(root)) {
     if (root->shape().IsTuple() && (int)out.size() == root->shape().tuple_size()) {
-      PSharding s = Get(root);
+      Sharding s = Get(root);
       bool changed = false;
       for (int i = 0; i < root->shape().tuple_size(); ++i) {
         if (!out[i]) continue;
-        PSharding e = GetSubSharding(s, root->shape(), i);
+        Sharding e = GetSubSharding(s, root->shape(), i);
         if (!EvenlyPartitions(root->shape().tuple_shapes(i), e) && !e.IsTuple()) {
-          s.mutable_tuple_elements()[i] = PSharding::Replicate();
+          s.mutable_tuple_elements()[i] = Sharding::Replicate();
           changed = true;
         }
       }
       if (changed) Set(root, s);
     } else if (!root->shape().IsTuple()) {
       if (!EvenlyPartitions(root->shape(), Get(root)))
-        Set(root, PSharding::Replicate());
+        Set(root, Sharding::Replicate());
     }
   }
   if (allow_params_) {
@@ -742,19 +767,19 @@ void Propagator::RestoreAndCheckEntryShardings() {
       for (int i = 0; i < np; ++i) {
         Instruction* p = entry->parameter(i);
         if (Has(p) && par[i] && !EvenlyPartitions(p->shape(), Get(p)))
-          Set(p, PSharding::Replicate());
+          Set(p, Sharding::Replicate());
       }
     } else if (np == 1 && entry->parameter(0)->shape().IsTuple() &&
                Has(entry->parameter(0)) &&
                entry->parameter(0)->shape().tuple_size() == (int)par.size()) {
       Instruction* p = entry->parameter(0);
-      PSharding s = Get(p);
+      Sharding s = Get(p);
       bool changed = false;
       for (int i = 0; i < (int)par.size(); ++i) {
-        PSharding e = GetSubSharding(s, p->shape(), i);
+        Sharding e = GetSubSharding(s, p->shape(), i);
         if (par[i] && !e.IsTuple() &&
             !EvenlyPartitions(p->shape().tuple_shapes(i), e)) {
-          s.mutable_tuple_elements()[i] = PSharding::Replicate();
+          s.mutable_tuple_elements()[i] = Sharding::Replicate();
           changed = true;
         }
       }
@@ -764,12 +789,6 @@ void Propagator::RestoreAndCheckEntryShardings() {
 }
 
 Status Propagator::WriteBack() {
-  // Most values share a handful of shardings: convert each one once. Leaves
-  // are looked up structurally first (cheap when device lists are shared), so
-  // a sharding over many devices is printed once, not once per instruction.
-  std::unordered_map<std::string, Sharding> converted;
-  std::unordered_map<uint64_t, std::vector<std::pair<PSharding, const Sharding*>>>
-      by_structure;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr) || opaque_.count(instr)) continue;
     const int id = Id(instr);
@@ -779,37 +798,8 @@ Status Propagator::WriteBack() {
       if (instr->has_sharding()) instr->clear_sharding();
       continue;
     }
-    if (before && *before == *now && !now->cse_prevention()) continue;
-    std::vector<std::pair<PSharding, const Sharding*>>* bucket = nullptr;
-    if (!now->IsTuple()) {
-      bucket = &by_structure[StructureHash(*now)];
-      const Sharding* hit = nullptr;
-      for (const auto& [ps, sh] : *bucket)
-        if (ps == *now && ps.cse_prevention() == now->cse_prevention()) {
-          hit = sh;
-          break;
-        }
-      if (hit != nullptr) {
-        instr->set_sharding(*hit);
-        continue;
-      }
-    }
-    std::string text = now->ToString();
-    if (now->cse_prevention()) {
-      text.pop_back();
-      text += " metadata={op_name=\"_sharding_propagation_cse_prevention\"}}";
-    }
-    auto it = converted.find(text);
-    if (it == converted.end()) {
-      auto parsed = Sharding::Parse(text);
-      if (!parsed.ok())
-        return Status::Error("internal: propagation produced an unreadable sharding " +
-                             text + " for '" + instr->name() + "': " +
-                             parsed.status().message());
-      it = converted.emplace(text, std::move(*parsed)).first;
-    }
-    if (bucket != nullptr) bucket->emplace_back(*now, &it->second);
-    instr->set_sharding(it->second);
+    if (before && *before == *now && !HasCsePrevention(*now)) continue;
+    instr->set_sharding(*now);
   }
   return Status::Ok();
 }
@@ -830,7 +820,7 @@ StatusOr<bool> Propagator::Run() {
   }
   if (!options_.cse_prevention_only) {
     for (Instruction* instr : instrs_)
-      if (Has(instr) && Get(instr).cse_prevention()) Clear(instr);
+      if (Has(instr) && HasCsePrevention(Get(instr))) Clear(instr);
   }
   MS_RETURN_IF_ERROR(ProcessShardingInstructions());
   BuildComputationMap();

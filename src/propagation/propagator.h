@@ -15,8 +15,8 @@
 #include "ir/module.h"
 #include "propagation/op_rules.h"
 #include "propagation/propagation.h"
-#include "propagation/psharding.h"
 #include "propagation/sharding_ops.h"
+#include "sharding/sharding.h"
 #include "support/check.h"
 
 namespace meshsplit::propagation {
@@ -79,8 +79,8 @@ class Propagator {
 
   // --- sharding state (public for the rule files) ---
   bool Has(const Instruction* i) const;
-  const PSharding& Get(const Instruction* i) const;
-  void Set(const Instruction* i, PSharding s);
+  const Sharding& Get(const Instruction* i) const;
+  void Set(const Instruction* i, Sharding s);
   void Clear(const Instruction* i);
   const OpShardingRule& Rule(const Instruction* i);
 
@@ -129,9 +129,9 @@ class Propagator {
 
   // Improves the sharding of `i` with `s` (XLA's MaybeImproveInstructionSharding)
   // and records the provenance.
-  bool MaybeImprove(const Instruction* i, PSharding s, bool may_combine,
+  bool MaybeImprove(const Instruction* i, Sharding s, bool may_combine,
                     bool allow_aggressive = false);
-  bool MaybeImproveSub(const Instruction* i, PSharding s, int64_t index,
+  bool MaybeImproveSub(const Instruction* i, Sharding s, int64_t index,
                        bool may_combine, bool allow_aggressive = false);
   // Provenance context of the assignment being made.
   // Only stored when a report is requested (this runs for every inference).
@@ -159,21 +159,21 @@ class Propagator {
   bool InferFromUsers(Instruction* i, int aggressiveness);
   bool InferFromShardGroup(Instruction* i, int aggressiveness,
                            const std::vector<Instruction*>& group);
-  std::optional<PSharding> GetShardingFromUser(const Instruction* instr,
+  std::optional<Sharding> GetShardingFromUser(const Instruction* instr,
                                                const Instruction* user,
                                                int aggressiveness);
   // Dot/convolution helpers.
   bool InferDotFromOperands(Instruction* i);
   bool InferConvolutionFromOperands(Instruction* i);
-  PSharding InferDotOperandSharding(const Instruction* dot, int operand_index,
+  Sharding InferDotOperandSharding(const Instruction* dot, int operand_index,
                                     bool may_combine);
-  std::optional<PSharding> LookaheadUserSharding(Instruction* i);
+  std::optional<Sharding> LookaheadUserSharding(Instruction* i);
   // Gather/scatter (gather_scatter.cc).
   bool InferGatherFromOperands(Instruction* i, bool may_combine);
   bool InferScatterFromOperands(Instruction* i, bool may_combine);
-  std::optional<PSharding> GatherOperandFromUser(const Instruction* instr,
+  std::optional<Sharding> GatherOperandFromUser(const Instruction* instr,
                                                  const Instruction* gather);
-  std::optional<PSharding> ScatterOperandFromUser(const Instruction* instr,
+  std::optional<Sharding> ScatterOperandFromUser(const Instruction* instr,
                                                   const Instruction* scatter);
   // Partially specified Sharding custom-calls (unspecified_dims).
   bool InferUnspecifiedDimsFromOperand(Instruction* annotate,
@@ -195,8 +195,8 @@ class Propagator {
     return id;
   }
   std::vector<Instruction*> instrs_;
-  std::vector<std::optional<PSharding>> sharding_;
-  std::vector<std::optional<PSharding>> original_;
+  std::vector<std::optional<Sharding>> sharding_;
+  std::vector<std::optional<Sharding>> original_;
   std::vector<std::optional<OpShardingRule>> rules_;
   std::vector<Computation*> computations_;
   // Post order of every computation (fixed while the fixed-point loops run).
@@ -210,8 +210,8 @@ class Propagator {
   std::unordered_map<int64_t, std::vector<Instruction*>> shard_like_groups_;
   std::unordered_map<const Computation*, Instruction*> computation_map_;
   std::unordered_set<const Instruction*> provided_;
-  std::vector<PSharding> saved_root_shardings_;
-  std::unordered_map<int64_t, PSharding> saved_param_shardings_;
+  std::vector<Sharding> saved_root_shardings_;
+  std::unordered_map<int64_t, Sharding> saved_param_shardings_;
   std::unordered_set<const Instruction*> removed_;
   // Instructions whose sharding propagation cannot read; kept verbatim.
   std::unordered_set<const Instruction*> opaque_;
@@ -222,9 +222,8 @@ class Propagator {
 
   // Provenance text of each distinct leaf sharding, in the IR's (compact,
   // iota-aware) syntax: printed once, not once per assignment.
-  const std::string& ProvenanceText(const PSharding& s);
-  std::unordered_map<uint64_t, std::vector<std::pair<PSharding, std::string>>>
-      provenance_text_;
+  const std::string& ProvenanceText(const Sharding& s);
+  std::unordered_map<Sharding, std::string, ShardingHash> provenance_text_;
   std::string tuple_text_;
 
   std::string ctx_how_;

@@ -27,8 +27,102 @@ Sharding Rebuild(const Sharding& like, TileAssignment tiles,
   return out;
 }
 
-// Splits tile dim `dim` (t tiles) into (keep, t / keep) and moves the minor
-// part into the replicated subgroup. REQUIRES: keep divides t.
+// Symbolic merge of two iota tile assignments. Each array dim's index is a
+// mixed-radix number over digit ranges ("atoms") of the device id; with the
+// atoms of both assignments refined to one chain, the merged assignment
+// takes each data dim's atoms from whichever side tiles it (both sides must
+// agree where both tile it, and on the manual dim), and every atom left
+// over goes to the replicated dim. An atom claimed twice, or a dim whose
+// two index functions differ, leaves some merged tile without devices, so
+// the shardings are incompatible. kUndecided when the atoms do not form a
+// chain (the caller walks the devices instead).
+enum class IotaMerge { kUndecided, kIncompatible, kMerged };
+
+IotaMerge MergeIotaTiles(const TileAssignment& mt, int64_t m_manual,
+                         const TileAssignment& dt, int64_t d_manual,
+                         int64_t rank, const std::vector<int64_t>& out_dims,
+                         TileAssignment* out) {
+  using Terms = std::vector<TileAssignment::IndexTerm>;
+  const int64_t n = mt.num_devices();
+  std::vector<Terms> m_terms(mt.num_dimensions()), d_terms(dt.num_dimensions());
+  std::vector<int64_t> bounds = {1, n};
+  auto collect = [&](const TileAssignment& ta, std::vector<Terms>& terms) {
+    for (int64_t i = 0; i < ta.num_dimensions(); ++i) {
+      auto t = ta.IndexTermsForDim(i);
+      if (!t) return false;
+      for (const auto& term : *t) {
+        bounds.push_back(term.divisor);
+        bounds.push_back(term.divisor * term.modulus);
+      }
+      terms[i] = std::move(*t);
+    }
+    return true;
+  };
+  if (!collect(mt, m_terms) || !collect(dt, d_terms)) return IotaMerge::kUndecided;
+  std::sort(bounds.begin(), bounds.end());
+  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
+  for (size_t k = 0; k + 1 < bounds.size(); ++k)
+    if (bounds[k + 1] % bounds[k] != 0) return IotaMerge::kUndecided;
+  const int64_t num_atoms = static_cast<int64_t>(bounds.size()) - 1;
+  auto bound_index = [&](int64_t b) {
+    return std::lower_bound(bounds.begin(), bounds.end(), b) - bounds.begin();
+  };
+  // Atoms of one dim, major (largest stride) first.
+  auto atoms_of = [&](const Terms& terms) {
+    std::vector<int64_t> atoms;
+    for (const auto& term : terms) {
+      const int64_t lo = bound_index(term.divisor);
+      const int64_t hi = bound_index(term.divisor * term.modulus);
+      for (int64_t k = hi - 1; k >= lo; --k) atoms.push_back(k);
+    }
+    return atoms;
+  };
+  std::vector<char> used(num_atoms, 0);
+  std::vector<int64_t> order;  // atoms in the merged array's order
+  auto claim = [&](const std::vector<int64_t>& atoms) {
+    for (int64_t k : atoms) {
+      if (used[k]) return false;
+      used[k] = 1;
+      order.push_back(k);
+    }
+    return true;
+  };
+  auto pick = [&](int64_t m_dim, int64_t d_dim) -> bool {
+    std::vector<int64_t> a = mt.dim(m_dim) > 1 ? atoms_of(m_terms[m_dim])
+                                               : std::vector<int64_t>();
+    std::vector<int64_t> b = dt.dim(d_dim) > 1 ? atoms_of(d_terms[d_dim])
+                                               : std::vector<int64_t>();
+    if (!a.empty() && !b.empty() && a != b) return false;
+    return claim(a.empty() ? b : a);
+  };
+  for (int64_t i = 0; i < rank; ++i)
+    if (!pick(i, i)) return IotaMerge::kIncompatible;
+  if (m_manual >= 0 && !pick(m_manual, d_manual)) return IotaMerge::kIncompatible;
+  for (int64_t k = num_atoms - 1; k >= 0; --k)
+    if (!used[k]) order.push_back(k);
+  // Reshape dims: atoms by decreasing stride; atom k sits at num_atoms-1-k.
+  std::vector<int64_t> reshape(num_atoms), perm;
+  for (int64_t k = 0; k < num_atoms; ++k)
+    reshape[num_atoms - 1 - k] = bounds[k + 1] / bounds[k];
+  for (int64_t k : order) perm.push_back(num_atoms - 1 - k);
+  // The merged dims must be exactly the products of their atoms.
+  size_t at = 0;
+  for (int64_t size : out_dims) {
+    int64_t p = 1;
+    while (p < size && at < order.size()) p *= reshape[num_atoms - 1 - order[at++]];
+    if (p != size) return IotaMerge::kUndecided;
+  }
+  if (at != order.size()) return IotaMerge::kUndecided;
+  if (num_atoms == 0) {
+    reshape = {1};
+    perm = {0};
+  }
+  *out = TileAssignment::Iota(out_dims, std::move(reshape), std::move(perm));
+  return IotaMerge::kMerged;
+}
+
+}  // namespace
+
 Sharding KeepTilesOnDim(const Sharding& s, int64_t dim, int64_t keep) {
   const TileAssignment& ta = s.tile_assignment();
   const int64_t t = ta.dim(dim);
@@ -48,8 +142,6 @@ Sharding KeepTilesOnDim(const Sharding& s, int64_t dim, int64_t keep) {
   return Rebuild(s, ta.Reshape(split).Transpose(perm).Reshape(out_dims),
                  std::move(types));
 }
-
-}  // namespace
 
 std::vector<int64_t> TileDims(const Sharding& s, int64_t rank) {
   if (!s.IsTiled()) return std::vector<int64_t>(rank, 1);
@@ -423,6 +515,29 @@ bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
   }
   if (num_devices % (num_tiles * manual_size) != 0) return false;
   const int64_t replication = num_devices / (num_tiles * manual_size);
+
+  // Iota tile assignments merge symbolically (no device walk).
+  if (mt.is_iota() && dt.is_iota()) {
+    std::vector<int64_t> out_dims = merged;
+    if (m_manual >= 0) out_dims.push_back(manual_size);
+    out_dims.push_back(replication);
+    TileAssignment out;
+    switch (MergeIotaTiles(mt, m_manual, dt, d_manual, rank, out_dims, &out)) {
+      case IotaMerge::kIncompatible:
+        return false;
+      case IotaMerge::kMerged: {
+        std::vector<SubgroupType> types;
+        if (m_manual >= 0) types.push_back(SubgroupType::kManual);
+        types.push_back(SubgroupType::kReplicated);
+        Sharding result = Sharding::Subgroup(std::move(out), std::move(types));
+        result.set_metadata(dst->metadata());
+        *dst = std::move(result);
+        return true;
+      }
+      case IotaMerge::kUndecided:
+        break;
+    }
+  }
 
   // Key of a device in one sharding: its data tile index (dims where the
   // merged tiling is cut, projected onto that sharding) and manual index,

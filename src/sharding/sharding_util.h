@@ -40,6 +40,27 @@ Sharding ReshapeShardingBestEffort(const std::vector<int64_t>& from,
                                    const std::vector<int64_t>& to,
                                    const Sharding& s);
 
+// XLA's exact reshape rule (hlo_sharding_util::ReshapeSharding): walks the
+// source and target dims from the minor end, splitting tiled dims by gcd;
+// a tiled size-1 source dim is replicated. nullopt when no target dim ends
+// up tiled or the tiles do not fit. Differs from ReshapeSharding above in
+// the partial results it accepts; propagation uses this one.
+std::optional<Sharding> ReshapeShardingXla(const std::vector<int64_t>& from,
+                                           const std::vector<int64_t>& to,
+                                           const Sharding& s);
+// XLA's best-effort reshape (PropagateShardingThroughReshape): merges the
+// exact reshapes of the longest runs of source dims, major first, as
+// partial shardings; manual groups are reshaped alike. Non-tiled shardings
+// are returned unchanged.
+Sharding PropagateShardingThroughReshape(const std::vector<int64_t>& from,
+                                         const std::vector<int64_t>& to,
+                                         const Sharding& s);
+
+// Splits data dim `dim` (t tiles) into (keep, t / keep) and moves the minor
+// part into the replicated subgroup: the tiling coarsened to `keep` tiles
+// on that dim. REQUIRES: IsTiled(), keep divides t.
+Sharding KeepTilesOnDim(const Sharding& s, int64_t dim, int64_t keep);
+
 // Moves the tiling of data dims `dims` into the replicated subgroup.
 Sharding PartiallyReplicateTiledShardingOnDims(const Sharding& s,
                                                const std::vector<int64_t>& dims);

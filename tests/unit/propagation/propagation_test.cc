@@ -8,7 +8,7 @@
 #include "ir/computation.h"
 #include "propagation/conformance.h"
 #include "propagation/propagation.h"
-#include "propagation/psharding.h"
+#include "sharding/sharding.h"
 #include "text/parser.h"
 
 namespace meshsplit {
@@ -33,9 +33,9 @@ class PropagationTest : public ::testing::Test {
   bool Same(const std::string& name, const std::string& want) {
     std::string got = S(name);
     if (got == "<none>" || got == "<missing>") return false;
-    auto a = propagation::PSharding::Parse(got);
-    auto b = propagation::PSharding::Parse(want);
-    return a.ok() && b.ok() && propagation::SemanticallyEqual(*a, *b);
+    auto a = Sharding::Parse(got);
+    auto b = Sharding::Parse(want);
+    return a.ok() && b.ok() && *a == *b;
   }
   std::unique_ptr<Module> module_;
   PropagationReport report_;

@@ -1,65 +1,47 @@
-// Unit tests for propagation's sharding algebra: parsing and normal forms,
-// merging of partial shardings, partial replication, factor projection,
-// reshape and the "improve" decision.
+// Unit tests for propagation's sharding decisions over the shared algebra:
+// merging of partial shardings, the "more specific" order, the "improve"
+// decision, partial replication, factor projection, reshape, tuple helpers,
+// and that none of it expands an iota tile assignment over many devices.
 #include <gtest/gtest.h>
 
-#include "propagation/psharding.h"
 #include "propagation/sharding_ops.h"
+#include "sharding/sharding.h"
 
 namespace meshsplit::propagation {
 namespace {
 
-PSharding P(const std::string& text) {
-  auto s = PSharding::Parse(text);
+Sharding P(const std::string& text) {
+  auto s = Sharding::Parse(text);
   EXPECT_TRUE(s.ok()) << text << ": " << s.status().message();
-  return s.ok() ? *s : PSharding();
+  return s.ok() ? *s : Sharding();
 }
 
-void ExpectSame(const PSharding& got, const std::string& want) {
-  EXPECT_TRUE(SemanticallyEqual(got, P(want)))
-      << "got " << got.ToString() << ", want " << want;
+void ExpectSame(const Sharding& got, const std::string& want) {
+  EXPECT_EQ(got, P(want)) << "got " << got.ToString() << ", want " << want;
 }
 
-TEST(PShardingTest, ParsesAndPrintsTheXlaForms) {
-  EXPECT_EQ(P("{replicated}").ToString(), "{replicated}");
-  EXPECT_EQ(P("{maximal device=3}").ToString(), "{maximal device=3}");
-  EXPECT_EQ(P("{manual metadata={op_name=\"a\"}}").ToString(), "{manual}");
-  EXPECT_EQ(P("{devices=[2,1]0,1}").ToString(), "{devices=[2,1]0,1}");
-  EXPECT_EQ(P("{devices=[2,2]<=[4]}").ToString(), "{devices=[2,2]0,1,2,3}");
-  EXPECT_EQ(P("{devices=[2,2]<=[2,2]T(1,0)}").ToString(), "{devices=[2,2]0,2,1,3}");
-  EXPECT_EQ(P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}").ToString(),
-            "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  EXPECT_EQ(P("{{replicated}, /*index=1*/{devices=[2]1,0}}").ToString(),
-            "{{replicated}, {devices=[2]1,0}}");
-  EXPECT_EQ(P("{unknown shard_as 2}").ToString(), "{unknown shard_as 2}");
-  EXPECT_EQ(P("{devices=[2]0,1 shard_like 1}").ToString(),
-            "{devices=[2]0,1 shard_like 1}");
-  EXPECT_FALSE(PSharding::Parse("{devices=[2,2]0,1,2}").ok());
-  EXPECT_FALSE(PSharding::Parse("{devices=[2]0,1").ok());
-  EXPECT_FALSE(PSharding::Parse("{bogus}").ok());
-}
-
-TEST(PShardingTest, NormalisesSubgroupsLikeTheReadme) {
-  // last_tile_dim_replicate == last_tile_dims={replicated}.
-  ExpectSame(P("{devices=[2,2]0,1,2,3 last_tile_dims={replicated}}"),
-             "{devices=[2,2]0,1,2,3 last_tile_dim_replicate}");
-  // Devices inside a replication group are unordered.
-  ExpectSame(P("{devices=[2,2]1,0,3,2 last_tile_dim_replicate}"),
-             "{devices=[2,2]0,1,2,3 last_tile_dim_replicate}");
-  // A size-1 subgroup dim disappears; all devices in one group = replicated.
-  ExpectSame(P("{devices=[2,1]0,1 last_tile_dim_replicate}"), "{devices=[2]0,1}");
-  ExpectSame(P("{devices=[1,4]0,1,2,3 last_tile_dim_replicate}"), "{replicated}");
-  ExpectSame(P("{devices=[1,1,4]0,1,2,3 last_tile_dims={manual}}"), "{manual}");
-  // Replicated then manual is reordered to manual then replicated.
-  ExpectSame(P("{devices=[2,2,2]<=[8] last_tile_dims={replicated, manual}}"),
-             "{devices=[2,2,2]<=[2,2,2]T(0,2,1) last_tile_dims={manual, replicated}}");
-  EXPECT_FALSE(SemanticallyEqual(P("{devices=[2]0,1}"), P("{devices=[2]1,0}")));
-  EXPECT_FALSE(SemanticallyEqual(P("{maximal device=0}"), P("{replicated}")));
+TEST(HelpersTest, TuplesUnknownAndCseMarker) {
+  Sharding nested = FlatTuple({P("{replicated}"),
+                               P("{{maximal device=1}, {devices=[2]0,1}}")});
+  ASSERT_TRUE(nested.IsTuple());
+  ASSERT_EQ(nested.tuple_elements().size(), 3u);
+  ExpectSame(nested.tuple_elements()[2], "{devices=[2]0,1}");
+  EXPECT_TRUE(IsUnknownSharding(P("{{unknown}, {unknown}}")));
+  EXPECT_FALSE(IsUnknownSharding(P("{{unknown}, {replicated}}")));
+  EXPECT_EQ(TileDimOr1(P("{devices=[2,1,2]<=[4] last_tile_dim_replicate}"), 2), 1);
+  EXPECT_EQ(TileDimOr1(P("{replicated}"), 0), 1);
+  Sharding s = P("{devices=[2]0,1 metadata={op_name=\"x\"}}");
+  EXPECT_FALSE(HasCsePrevention(s));
+  SetCsePrevention(&s, true);
+  EXPECT_TRUE(HasCsePrevention(s));
+  EXPECT_EQ(s, P("{devices=[2]0,1}"));  // metadata is not part of equality
+  EXPECT_TRUE(HasCsePrevention(P(
+      "{replicated metadata={op_name=\"_sharding_propagation_cse_prevention\"}}")));
 }
 
 TEST(MergeTest, CombinesCompatiblePartialShardings) {
-  PSharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  PSharding from = P("{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
+  Sharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding from = P("{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
   ASSERT_TRUE(MergeShardingIfCompatible(from, &dst));
   ExpectSame(dst, "{devices=[2,2]0,1,2,3}");
 }
@@ -67,18 +49,18 @@ TEST(MergeTest, CombinesCompatiblePartialShardings) {
 TEST(MergeTest, RejectsIncompatibleDeviceGroups) {
   // Rows {0,1},{2,3} versus columns {0,1},{2,3}: no device is in both the
   // row-0 and column-1 groups.
-  PSharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  PSharding from = P("{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding from = P("{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}");
   EXPECT_FALSE(MergeShardingIfCompatible(from, &dst));
   // Tiling the same dim differently cannot merge either.
-  PSharding a = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding a = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   EXPECT_FALSE(MergeShardingIfCompatible(P("{devices=[4,1]0,1,2,3}"), &a));
 }
 
 TEST(MergeTest, MergeShardingOnlyCombinesWhenAllowed) {
-  PSharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  PSharding from = P("{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
-  PSharding copy = dst;
+  Sharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding from = P("{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
+  Sharding copy = dst;
   EXPECT_FALSE(MergeSharding(from, &copy, /*may_combine_partial_sharding=*/false));
   EXPECT_TRUE(MergeSharding(from, &dst, /*may_combine_partial_sharding=*/true));
   ExpectSame(dst, "{devices=[2,2]0,1,2,3}");
@@ -95,7 +77,7 @@ TEST(SpecificityTest, OrdersByTileCount) {
 
 TEST(ImproveTest, KeepsExistingTilingUnlessCompatible) {
   Shape shape(PrimitiveType::F32, {8, 8});
-  PSharding cur = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
+  Sharding cur = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   // Same number of tiles but on another dim: not an improvement.
   EXPECT_FALSE(ReturnImprovedSharding(P("{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}"),
                                       &cur, shape, true, false));
@@ -109,7 +91,7 @@ TEST(ImproveTest, KeepsExistingTilingUnlessCompatible) {
 }
 
 TEST(ReplicationTest, PartiallyReplicatesDims) {
-  PSharding s = P("{devices=[2,2]0,1,2,3}");
+  Sharding s = P("{devices=[2,2]0,1,2,3}");
   ExpectSame(PartiallyReplicateOnDims(s, {1}),
              "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   ExpectSame(PartiallyReplicateOnDims(s, {0}),
@@ -123,7 +105,7 @@ TEST(ReplicationTest, PartiallyReplicatesDims) {
 
 TEST(ProjectionTest, MapsFactorsAndReplicatesTheRest) {
   // A [batch, m, k] lhs onto a [batch, m, n] dot output: k is contracted.
-  PSharding lhs = P("{devices=[2,1,2]0,1,2,3}");
+  Sharding lhs = P("{devices=[2,1,2]0,1,2,3}");
   ExpectSame(ProjectSharding(lhs, {0, 1, -1}, 3),
              "{devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate}");
   // Transpose-like mapping.
@@ -131,9 +113,9 @@ TEST(ProjectionTest, MapsFactorsAndReplicatesTheRest) {
              "{devices=[4,2]<=[2,4]T(1,0)}");
   // Broadcast-like mapping into a higher rank.
   ExpectSame(ProjectSharding(P("{devices=[2]0,1}"), {2}, 3), "{devices=[1,1,2]0,1}");
-  // Collapsed dims must be untiled.
-  EXPECT_FALSE(TransposeShardingWithCollapsedDims(P("{devices=[2,2]<=[4]}"), {0, -1},
-                                                  {0}).has_value());
+  // Unmapped tiled dims are replicated.
+  ExpectSame(ProjectSharding(P("{devices=[2,2]<=[4]}"), {0, -1}, 1),
+             "{devices=[2,2]<=[4] last_tile_dim_replicate}");
 }
 
 TEST(ReshapeTest, SplitsAndMergesDims) {
@@ -167,6 +149,35 @@ TEST(SubTilingTest, RecognisesRefinements) {
                                          P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
   EXPECT_FALSE(IsSubTilingOrEqualSharding(shape, P("{devices=[2,2]0,2,1,3}"),
                                           P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
+}
+
+// Over 8192 devices in iota form, the propagation rules stay symbolic: no
+// call may expand the device list.
+TEST(SymbolicTest, RulesDoNotExpandIotaAssignments) {
+  const Sharding rows = P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
+  const Sharding cols =
+      P("{devices=[1,16,512]<=[16,512]T(1,0) last_tile_dim_replicate}");
+  const Shape shape(PrimitiveType::F32, {64, 128});
+  const Shape shape3(PrimitiveType::F32, {64, 8, 16});
+  const int64_t before = TileAssignment::iota_expansions();
+  ExpectSame(TransposeSharding(rows, {1, 0}),
+             "{devices=[1,8,1024]<=[8192] last_tile_dim_replicate}");
+  EXPECT_TRUE(PropagateShardingThroughReshape(shape, shape3, rows).IsTiled());
+  EXPECT_TRUE(ReshapeSharding(shape, shape3, rows).has_value());
+  ExpectSame(ProjectSharding(rows, {0, -1}, 2), rows.ToString());
+  EXPECT_TRUE(PartiallyReplicateOnDims(rows, {0}).IsReplicated());
+  Sharding merged = rows;
+  ASSERT_TRUE(MergeShardingIfCompatible(cols, &merged));
+  EXPECT_EQ(merged.NumTiles(), 128);
+  EXPECT_TRUE(merged.tile_assignment().is_iota());
+  Sharding again = rows;
+  EXPECT_TRUE(MergeSharding(cols, &again, /*may_combine_partial_sharding=*/true));
+  EXPECT_EQ(again, merged);
+  EXPECT_TRUE(IsSubTilingOrEqualSharding(shape, merged, rows));
+  auto improved = ReturnImprovedSharding(merged, &rows, shape, true, false);
+  ASSERT_TRUE(improved.has_value());
+  EXPECT_EQ(*improved, merged);
+  EXPECT_EQ(TileAssignment::iota_expansions(), before);
 }
 
 }  // namespace
