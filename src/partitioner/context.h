@@ -134,6 +134,9 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
                             const std::vector<int64_t>& out_to_iter, int64_t n_iter,
                             const std::vector<int64_t>& lhs_contracting,
                             const std::vector<int64_t>& rhs_contracting);
+// handlers/window.cc: windowed dims tiled in the result by halo exchange.
+Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr);
+Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);

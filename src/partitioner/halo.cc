@@ -176,6 +176,28 @@ Instruction* ExchangeHaloWindow(SpmdBuilder& b, const PartitionedValue& value, i
   return r;
 }
 
+std::optional<WindowedDimPlan> PlanWindowedDim(const WindowDimension& w, int64_t out_tile) {
+  if (w.window_reversal || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1 ||
+      w.size < 1 || out_tile < 1)
+    return std::nullopt;
+  const int64_t bd = w.base_dilation;
+  const int64_t extent = (w.size - 1) * w.window_dilation + 1;
+  const int64_t span = (out_tile - 1) * w.stride + extent;  // dilated positions read
+  // The first input element of a tile's range must move by a whole number
+  // of elements per tile, so that the local padding is the same everywhere.
+  if ((out_tile * w.stride) % bd != 0) return std::nullopt;
+  const int64_t first = -FloorDiv(w.padding_low, bd);  // ceil(-padding_low / bd)
+  const int64_t last = FloorDiv(span - 1 - w.padding_low, bd);
+  const int64_t size = last - first + 1;
+  if (size <= 0) return std::nullopt;
+  WindowedDimPlan p;
+  p.input = HaloWindow{first, out_tile * w.stride / bd, size};
+  p.local = w;
+  p.local.padding_low = first * bd + w.padding_low;
+  p.local.padding_high = span - p.local.padding_low - ((size - 1) * bd + 1);
+  return p;
+}
+
 Instruction* ExchangeHalo(SpmdBuilder& b, const PartitionedValue& value, int64_t dim,
                           int64_t left, int64_t right, Instruction* pad) {
   const Sharding& s = value.sharding;

@@ -9,7 +9,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 
+#include "ir/attributes.h"
 #include "ir/instruction.h"
 #include "partitioner/reshard.h"
 #include "partitioner/spmd_builder.h"
@@ -45,5 +47,20 @@ Instruction* ExchangeHaloWindow(SpmdBuilder& b, const PartitionedValue& value, i
 // tile_size + left + right elements along `dim`.
 Instruction* ExchangeHalo(SpmdBuilder& b, const PartitionedValue& value, int64_t dim,
                           int64_t left, int64_t right, Instruction* pad);
+
+// A windowed op (convolution lhs, reduce-window operand) whose output dim is
+// tiled in tiles of `out_tile`: output tile i reads the (dilated, padded)
+// input at [i*out_tile*stride - padding_low, + (out_tile-1)*stride + window
+// extent). `input` is the window of real input elements that covers, and
+// `local` the window attributes that give exactly out_tile outputs from it
+// (same size/stride/dilations, padding adjusted; padding_high may be
+// negative). nullopt when the local padding would differ between shards
+// (base dilation not dividing out_tile*stride), for reversed windows, or
+// when a tile reads no input element at all.
+struct WindowedDimPlan {
+  HaloWindow input;
+  WindowDimension local;
+};
+std::optional<WindowedDimPlan> PlanWindowedDim(const WindowDimension& w, int64_t out_tile);
 
 }  // namespace meshsplit::spmd

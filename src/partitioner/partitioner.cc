@@ -183,9 +183,13 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kConcatenate:
       return HandleConcatenate(ctx, instr);
     case Opcode::kPad: case Opcode::kReverse: case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice: case Opcode::kSort: case Opcode::kReduceWindow:
+    case Opcode::kDynamicUpdateSlice: case Opcode::kSort:
     case Opcode::kMap:
       return HandlePassThrough(ctx, instr);
+    case Opcode::kReduceWindow:
+      return HandleReduceWindow(ctx, instr);  // handlers/window.cc
+    case Opcode::kSelectAndScatter:
+      return HandleSelectAndScatter(ctx, instr);
     case Opcode::kReduce:
       return HandleReduce(ctx, instr);
     case Opcode::kDot:
@@ -212,7 +216,6 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
-    case Opcode::kSelectAndScatter:
     case Opcode::kRaggedDot: case Opcode::kFft:
     case Opcode::kCholesky: case Opcode::kTriangularSolve:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:

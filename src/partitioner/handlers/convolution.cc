@@ -12,43 +12,9 @@ namespace meshsplit::spmd {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t FloorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 bool Usable(const Sharding& s) {
   return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);
-}
-
-// How one tiled output spatial dim maps back onto the input: the input
-// window of each shard and the local window attributes.
-struct SpatialPlan {
-  HaloWindow input;
-  WindowDimension local;
-};
-
-// Output tile i covers outputs [i*To, (i+1)*To), which read the dilated,
-// padded input at [i*To*stride - pad_low, + (To-1)*stride + window extent).
-// With base dilation the first input element of that range must move by a
-// whole number of elements per tile (To*stride divisible by the dilation),
-// so that the local padding is the same on every shard.
-std::optional<SpatialPlan> PlanSpatialDim(const WindowDimension& w, int64_t out_tile) {
-  if (w.window_reversal || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1)
-    return std::nullopt;
-  const int64_t bd = w.base_dilation;
-  const int64_t extent = (w.size - 1) * w.window_dilation + 1;
-  const int64_t span = (out_tile - 1) * w.stride + extent;  // dilated positions read
-  if ((out_tile * w.stride) % bd != 0) return std::nullopt;
-  const int64_t first = -FloorDiv(w.padding_low, bd);  // ceil(-pad_low / bd)
-  const int64_t last = FloorDiv(span - 1 - w.padding_low, bd);
-  const int64_t size = last - first + 1;
-  if (size <= 0) return std::nullopt;
-  SpatialPlan p;
-  p.input = HaloWindow{first, out_tile * w.stride / bd, size};
-  p.local = w;
-  p.local.padding_low = first * bd + w.padding_low;
-  p.local.padding_high = span - p.local.padding_low - ((size - 1) * bd + 1);
-  return p;
 }
 
 // The result tiles spatial dims: lhs windows by halo exchange, local
@@ -73,11 +39,11 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   if (groups > 1 && groups % feature_tiles != 0) return false;
   if (batch_groups > 1 && (feature_tiles > 1 || batch_tiles > 1)) return false;
 
-  std::vector<SpatialPlan> plans(nsp);
+  std::vector<WindowedDimPlan> plans(nsp);
   for (int64_t k : tiled) {
     const int64_t od = dn.output_spatial_dimensions[k];
     const int64_t out_tile = CeilDiv(instr.shape().dimensions(od), out.TileDim(od));
-    std::optional<SpatialPlan> p = PlanSpatialDim((*a.window)[k], out_tile);
+    std::optional<WindowedDimPlan> p = PlanWindowedDim((*a.window)[k], out_tile);
     if (!p) return false;
     plans[k] = *p;
   }
