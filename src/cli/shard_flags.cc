@@ -3,6 +3,7 @@
 
 #include "import/load.h"
 #include "import/shard_spec.h"
+#include "partitioner/partitioner.h"
 #include "sharding/mesh.h"
 
 namespace meshsplit::cli {
@@ -12,6 +13,13 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
                   "Sharding spec JSON: mesh + name-glob rules applied before propagation");
   app->add_option("--mesh", flags->mesh,
                   "Device mesh 'data=2,model=4' (overrides the spec's mesh)");
+  // Partitioner option shared by every command that partitions; it sets the
+  // process-wide default so that verify's and report's own pipelines see it.
+  app->add_option_function<int64_t>(
+      "--windowed-einsum-threshold",
+      [](const int64_t& bytes) { DefaultWindowedEinsumThresholdBytes() = bytes; },
+      "Windowed einsum: loop over shards with collective-permute instead of "
+      "all-gathering a dot operand bigger than BYTES per partition (default: off)");
 }
 
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,

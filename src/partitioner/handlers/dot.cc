@@ -153,10 +153,13 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
     const int first =
         LocalShape(rhs_shape, rt).ByteSize() > LocalShape(lhs_shape, lt).ByteSize() ? 1 : 0;
     for (int g : {first, 1 - first}) {
-      PartitionedValue& other = g == 0 ? r : l;
-      if (other.hlo == nullptr) other = prepare(1 - g);
-      d = TryWindowedEinsum(ctx, instr, space, g, g == 0 ? lhs : rhs, g == 0 ? lt : rt, other,
-                            partial);
+      auto make_other = [&, g]() {
+        PartitionedValue& other = g == 0 ? r : l;
+        if (other.hlo == nullptr) other = prepare(1 - g);
+        return other;
+      };
+      d = TryWindowedEinsum(ctx, instr, space, g, g == 0 ? lhs : rhs, g == 0 ? lt : rt,
+                            make_other, partial);
       if (d != nullptr) break;
     }
   }

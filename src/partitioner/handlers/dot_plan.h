@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -57,11 +58,12 @@ std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shap
 // contracting). Returns the local partial result laid out by
 // `partial` (the same value the plain dot would produce), or nullptr when
 // the windowed form does not apply (the caller then gathers as usual).
-// `other` is the other operand already resharded (and masked) to its
-// planned sharding.
+// `make_other` returns the other operand resharded (and masked) to its
+// planned sharding; it is called only once the windowed form applies.
 Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
                                const ContractionSpace& space, int gathered,
                                const PartitionedValue& operand, const Sharding& target,
-                               const PartitionedValue& other, const Sharding& partial);
+                               const std::function<PartitionedValue()>& make_other,
+                               const Sharding& partial);
 
 }  // namespace meshsplit::spmd

@@ -7,6 +7,7 @@
 // contracting. Peak memory drops from the gathered operand to one shard, and
 // the permute of the next shard can overlap the current block's compute.
 #include <algorithm>
+#include <functional>
 
 #include "partitioner/handlers/dot_plan.h"
 
@@ -37,7 +38,8 @@ Instruction* Parameter(SpmdBuilder& b, const Shape& shape) {
 Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
                                const ContractionSpace& space, int gathered,
                                const PartitionedValue& operand, const Sharding& target,
-                               const PartitionedValue& other, const Sharding& partial) {
+                               const std::function<PartitionedValue()>& make_other,
+                               const Sharding& partial) {
   const int64_t threshold = ctx.options.windowed_einsum_threshold_bytes;
   if (threshold < 0) return nullptr;
   const Sharding s = NormalizeForPartitioning(operand.sharding);
@@ -62,10 +64,12 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   const int64_t o = IndexOf(space.out_to_iter, it);
   if (!space.contracting[it] && o < 0) return nullptr;
   if (LocalShape(shape, target).ByteSize() <= threshold) return nullptr;
+  // The other operand's planned layout cannot tile the windowed dim: the
+  // plan does not tile it (the target leaves it whole).
   const int64_t e = IndexOf(other_to_iter, it);
-  if (e >= 0 && other.sharding.IsTiled() && other.sharding.TileDim(e) > 1) return nullptr;
 
   SpmdBuilder& b = ctx.b;
+  const PartitionedValue other = make_other();
   const int64_t k = s.TileDim(d);
   const int64_t n = shape.dimensions(d);
   const int64_t t = CeilDiv(n, k);
