@@ -119,6 +119,15 @@ Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr);
 // Ops that act independently along every dim except `full_dims` (pad,
 // reverse, dynamic-slice, dynamic-update-slice, sort, reduce-window, map).
 Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr);
+// handlers/data_movement.cc: halo exchange / masked local updates instead of
+// making the moved dims whole.
+Status HandlePad(SpmdContext& ctx, const Instruction& instr);
+Status HandleReverse(SpmdContext& ctx, const Instruction& instr);
+Status HandleDynamicSlice(SpmdContext& ctx, const Instruction& instr);
+Status HandleDynamicUpdateSlice(SpmdContext& ctx, const Instruction& instr);
+Status HandleSort(SpmdContext& ctx, const Instruction& instr);
+Status HandleRng(SpmdContext& ctx, const Instruction& instr);
+Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr);
 Status HandleReduce(SpmdContext& ctx, const Instruction& instr);
 Status HandleDot(SpmdContext& ctx, const Instruction& instr);
 // handlers/convolution.cc: batch / feature partitioning, and spatial dims

@@ -182,8 +182,20 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleSlice(ctx, instr);
     case Opcode::kConcatenate:
       return HandleConcatenate(ctx, instr);
-    case Opcode::kPad: case Opcode::kReverse: case Opcode::kDynamicSlice:
-    case Opcode::kDynamicUpdateSlice: case Opcode::kSort:
+    case Opcode::kPad:  // handlers/data_movement.cc
+      return HandlePad(ctx, instr);
+    case Opcode::kReverse:
+      return HandleReverse(ctx, instr);
+    case Opcode::kDynamicSlice:
+      return HandleDynamicSlice(ctx, instr);
+    case Opcode::kDynamicUpdateSlice:
+      return HandleDynamicUpdateSlice(ctx, instr);
+    case Opcode::kSort:
+      return HandleSort(ctx, instr);
+    case Opcode::kRng:
+      return HandleRng(ctx, instr);
+    case Opcode::kRngBitGenerator:
+      return HandleRngBitGenerator(ctx, instr);
     case Opcode::kMap:
       return HandlePassThrough(ctx, instr);
     case Opcode::kReduceWindow:
@@ -221,8 +233,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kOptimizationBarrier: case Opcode::kDomain:
-    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRng:
-    case Opcode::kRngBitGenerator: case Opcode::kRngGetAndUpdateState:
+    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRngGetAndUpdateState:
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return ctx.Fallback(instr);

@@ -1,14 +1,125 @@
 // Data-movement ops: slice, pad, concatenate, reverse, dynamic-slice,
-// dynamic-update-slice and sort, plus the generic "pass-through" rule for ops
-// that work tile by tile on every dim except the ones they reach across
-// (those are made whole first).
+// dynamic-update-slice, sort, rng and rng-bit-generator, plus the generic
+// "pass-through" rule for ops that work tile by tile on every dim except the
+// ones they reach across (those are made whole first). Ops that shift data
+// along a tiled dim fetch only the neighbours' edges (halo.h), never the
+// whole dim.
 #include <algorithm>
+#include <numeric>
 
 #include "partitioner/context.h"
+#include "partitioner/halo.h"
 
 namespace meshsplit::spmd {
+namespace {
 
-Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+int64_t Tiles(const Sharding& s, int64_t dim) {
+  return s.IsTiled() && dim < s.TiledDataRank() ? s.TileDim(dim) : 1;
+}
+
+// Shardings these handlers do not reason about (tuples, manual subgroups,
+// partial sums) take the generic paths.
+bool Plain(const Sharding& s) {
+  return !s.IsTuple() && !s.IsManual() && !s.HasManualSubgroup() && !HasUnreduced(s);
+}
+
+Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
+  return b.Reducer(t == PrimitiveType::PRED ? Opcode::kOr : Opcode::kAdd, t);
+}
+
+// `x` (this partition's piece of a value of `global` laid out by `s`)
+// replaced along `dim` by the window `w` of the global value (halo.h).
+// Skips the exchange when every window is exactly the partition's own tile.
+Instruction* Window(SpmdBuilder& b, Instruction* x, const Shape& global, const Sharding& s,
+                    int64_t dim, const HaloWindow& w, Instruction* pad) {
+  const int64_t tile = CeilDiv(global.dimensions(dim), Tiles(s, dim));
+  if (w.first == 0 && w.step == tile && w.size == tile) return x;
+  return ExchangeHaloWindow(b, {x, global, s}, dim, w, pad);
+}
+
+// Static slice with strides (SpmdBuilder::Slice is unit-stride).
+Instruction* StridedSlice(SpmdBuilder& b, Instruction* x, const std::vector<int64_t>& starts,
+                          const std::vector<int64_t>& limits,
+                          const std::vector<int64_t>& strides) {
+  bool unit = true;
+  for (int64_t s : strides) unit &= s == 1;
+  if (unit) return b.Slice(x, starts, limits);
+  std::vector<int64_t> dims(starts.size());
+  for (size_t d = 0; d < dims.size(); ++d) dims[d] = CeilDiv(limits[d] - starts[d], strides[d]);
+  Instruction* s = b.Add(Opcode::kSlice, Shape(x->shape().element_type(), dims), {x});
+  for (size_t d = 0; d < dims.size(); ++d)
+    s->mutable_attrs().slice.push_back({starts[d], limits[d], strides[d]});
+  return s;
+}
+
+Instruction* SliceDim(SpmdBuilder& b, Instruction* x, int64_t dim, int64_t start,
+                      int64_t limit, int64_t stride = 1) {
+  std::vector<int64_t> starts(x->shape().rank(), 0), limits = x->shape().dimensions();
+  std::vector<int64_t> strides(x->shape().rank(), 1);
+  starts[dim] = start;
+  limits[dim] = limit;
+  strides[dim] = stride;
+  return StridedSlice(b, x, starts, limits, strides);
+}
+
+// A pad of `x` by `config` (one entry per dim) with the scalar `value`.
+Instruction* PadLocal(SpmdBuilder& b, Instruction* x, const PaddingConfig& config,
+                      Instruction* value) {
+  bool none = true;
+  std::vector<int64_t> dims = x->shape().dimensions();
+  for (size_t d = 0; d < dims.size(); ++d) {
+    const PaddingDimension& p = config[d];
+    none &= p.low == 0 && p.high == 0 && p.interior == 0;
+    dims[d] += p.low + p.high + p.interior * std::max<int64_t>(dims[d] - 1, 0);
+  }
+  if (none) return x;
+  Instruction* r = b.Add(Opcode::kPad, Shape(x->shape().element_type(), dims), {x, value});
+  r->mutable_attrs().padding = config;
+  return r;
+}
+
+// Global position along `dim` of every element of `x`, a local piece whose
+// element 0 sits at global `offset` (an s32 scalar).
+Instruction* Positions(SpmdBuilder& b, Instruction* x, int64_t dim, Instruction* offset) {
+  const std::vector<int64_t>& dims = x->shape().dimensions();
+  return b.Binary(Opcode::kAdd, b.Iota(PrimitiveType::S32, dims, dim),
+                  b.BroadcastScalar(offset, dims));
+}
+
+// lo <= pos < hi elementwise (lo, hi: s32 scalars).
+Instruction* InRange(SpmdBuilder& b, Instruction* pos, Instruction* lo, Instruction* hi) {
+  const std::vector<int64_t>& dims = pos->shape().dimensions();
+  return b.Binary(Opcode::kAnd,
+                  b.Compare(pos, b.BroadcastScalar(lo, dims), ComparisonDirection::kGe),
+                  b.Compare(pos, b.BroadcastScalar(hi, dims), ComparisonDirection::kLt));
+}
+
+// A start index clamped to [0, limit] in its own type, as dynamic-slice and
+// dynamic-update-slice clamp it, then converted to s32.
+Instruction* ClampedStart(SpmdBuilder& b, Instruction* start, int64_t limit) {
+  const PrimitiveType t = start->shape().element_type();
+  Instruction* lo = b.ScalarConstant(t, 0);
+  Instruction* hi = b.ScalarConstant(t, static_cast<double>(limit));
+  Instruction* c = b.Binary(Opcode::kMinimum, b.Binary(Opcode::kMaximum, start, lo), hi);
+  return b.Convert(c, PrimitiveType::S32);
+}
+
+// Records `v` as instr's value. The instruction computing it takes instr's
+// name when it was made for instr (not an operand's own instruction):
+// verify's divergence search matches values by name.
+void SetNamed(SpmdContext& ctx, const Instruction& instr, PartitionedValue v) {
+  bool fresh = v.hlo->opcode() != Opcode::kParameter;
+  for (const Instruction* op : instr.operands()) fresh &= ctx.Get(op).hlo != v.hlo;
+  if (fresh && ctx.shared().named.insert(&instr).second) v.hlo->set_name(instr.name());
+  ctx.Set(instr, std::move(v));
+}
+
+// The generic slice: sliced dims made whole, the slice run locally, the
+// result resharded (for shardings the windowed path does not handle).
+Status SliceOnWholeDims(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
   const Shape& in_shape = instr.operand(0)->shape();
   std::vector<int64_t> sliced;
@@ -23,21 +134,373 @@ Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
   for (int64_t d = 0; d < in_shape.rank(); ++d)
     if (std::find(sliced.begin(), sliced.end(), d) == sliced.end())
       r->mutable_attrs().slice[d] = {0, local.dimensions(d), 1};
-  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
+  SetNamed(ctx, instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
   return Status::Ok();
 }
 
+}  // namespace
+
+// Slice: the operand keeps the result's tiling. Along a tiled sliced dim,
+// output tile i is the input window starting at start + i * tile * stride;
+// when that is the partition's own tile (aligned) nothing moves, otherwise
+// only the neighbours' edges do (halo exchange), never the whole dim.
+Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  if (!Plain(out)) return SliceOnWholeDims(ctx, instr);
+  const Shape& in_shape = instr.operand(0)->shape();
+  Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
+  // Untiled dims: one local slice; tiled sliced dims: one window each.
+  std::vector<int64_t> starts(in_shape.rank(), 0), limits = x->shape().dimensions();
+  std::vector<int64_t> strides(in_shape.rank(), 1), tiled;
+  for (int64_t d = 0; d < in_shape.rank(); ++d) {
+    const SliceDimension& s = instr.attrs().slice[d];
+    const bool whole = s.start == 0 && s.limit == in_shape.dimensions(d) && s.stride == 1;
+    if (Tiles(out, d) > 1) {
+      if (!whole) tiled.push_back(d);
+    } else {
+      starts[d] = s.start, limits[d] = s.limit, strides[d] = s.stride;
+    }
+  }
+  x = StridedSlice(ctx.b, x, starts, limits, strides);
+  Instruction* zero = ctx.b.Zero(in_shape.element_type());
+  for (int64_t d : tiled) {
+    const SliceDimension& s = instr.attrs().slice[d];
+    const int64_t tile = CeilDiv(instr.shape().dimensions(d), out.TileDim(d));
+    HaloWindow w{s.start, tile * s.stride, (tile - 1) * s.stride + 1};
+    x = Window(ctx.b, x, in_shape, out, d, w, zero);
+    if (s.stride != 1) x = SliceDim(ctx.b, x, d, 0, w.size, s.stride);
+  }
+  SetNamed(ctx, instr, {x, instr.shape(), out});
+  return Status::Ok();
+}
+
+// Pad: untiled dims are padded locally. Along a tiled dim, output tile i is
+// the input window starting at i * tile - low (edge padding and shifts come
+// from the halo exchange, positions outside the input read the pad value).
+// Interior padding dilates the fetched window locally; that needs the output
+// tile to be a whole number of strides, else the dim is made whole.
+Status HandlePad(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  if (!Plain(out)) return HandlePassThrough(ctx, instr);
+  const Shape& in_shape = instr.operand(0)->shape();
+  const PaddingConfig& pc = instr.attrs().padding;
+  const int64_t rank = in_shape.rank();
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t k = Tiles(out, d);
+    if (k > 1 && pc[d].interior > 0 &&
+        CeilDiv(instr.shape().dimensions(d), k) % (pc[d].interior + 1) != 0)
+      return HandlePassThrough(ctx, instr);
+  }
+  Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
+  Instruction* value = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
+  PaddingConfig local(rank);
+  for (int64_t d = 0; d < rank; ++d)
+    if (Tiles(out, d) == 1) local[d] = pc[d];
+  x = PadLocal(ctx.b, x, local, value);
+  for (int64_t d = 0; d < rank; ++d) {
+    const PaddingDimension& p = pc[d];
+    if (Tiles(out, d) == 1 || (p.low == 0 && p.high == 0 && p.interior == 0)) continue;
+    const int64_t tile = CeilDiv(instr.shape().dimensions(d), out.TileDim(d));
+    const int64_t s = p.interior + 1;
+    if (s == 1) {
+      x = Window(ctx.b, x, in_shape, out, d, {-p.low, tile, tile}, value);
+      continue;
+    }
+    // Input element j lands at output j * s + low. Fetch the inputs of this
+    // tile (plus one either side), dilate them, cut the tile out.
+    const int64_t first = FloorDiv(-p.low, s);
+    x = Window(ctx.b, x, in_shape, out, d, {first, tile / s, tile / s + 2}, value);
+    PaddingConfig dilate(rank);
+    dilate[d].interior = p.interior;
+    x = PadLocal(ctx.b, x, dilate, value);
+    const int64_t skip = -(first * s + p.low);
+    x = SliceDim(ctx.b, x, d, skip, skip + tile);
+  }
+  SetNamed(ctx, instr, {x, instr.shape(), out});
+  return Status::Ok();
+}
+
+// Concatenate along a tiled dim: every operand, tiled like the result, gives
+// the window of the result's tile it covers (a halo exchange, or an
+// all-gather of that operand when its windows span all tiles, so never more
+// than one all-gather of the result); a select by position merges them.
 Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
-  Sharding mid = ReplicateDims(out, {instr.attrs().dimensions.at(0)});
+  const int64_t dim = instr.attrs().dimensions.at(0);
+  if (!Plain(out) || Tiles(out, dim) == 1) {
+    Sharding mid = Plain(out) ? out : ReplicateDims(out, {dim});
+    std::vector<Instruction*> operands;
+    for (int i = 0; i < instr.operand_count(); ++i)
+      operands.push_back(ctx.OperandAs(instr, i, mid).hlo);
+    Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid), operands);
+    SetNamed(ctx, instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
+    return Status::Ok();
+  }
+  const int64_t tile = CeilDiv(instr.shape().dimensions(dim), out.TileDim(dim));
+  Instruction* zero = ctx.b.Zero(instr.shape().element_type());
+  Instruction* offset = TileOffset(ctx.b, out, instr.shape().dimensions(), dim);
+  Instruction* result = nullptr;
+  int64_t start = 0;
+  for (int i = 0; i < instr.operand_count(); ++i) {
+    const Shape& shape = instr.operand(i)->shape();
+    const int64_t n = shape.dimensions(dim);
+    if (n == 0) continue;
+    Instruction* x = ctx.OperandAs(instr, i, out).hlo;
+    Instruction* piece = Window(ctx.b, x, shape, out, dim, {-start, tile, tile}, zero);
+    if (result == nullptr) {
+      result = piece;
+    } else {
+      // Later operands own every position from their start on.
+      Instruction* pos = Positions(ctx.b, piece, dim, offset);
+      const std::vector<int64_t>& dims = piece->shape().dimensions();
+      Instruction* mine = ctx.b.Compare(pos, ctx.b.BroadcastScalar(ctx.b.ScalarS32(start), dims),
+                                        ComparisonDirection::kGe);
+      result = ctx.b.Select(mine, piece, result);
+    }
+    start += n;
+  }
+  if (result == nullptr) return HandlePassThrough(ctx, instr);
+  SetNamed(ctx, instr, {result, instr.shape(), out});
+  return Status::Ok();
+}
+
+// Reverse along tiled dims: the mirrored shard holds the data, so one
+// collective-permute plus a local reverse. With uneven tiles the padding,
+// which sits at the end of the last tile, lands at the front of the first
+// one; a halo of that size from the next shard shifts it back out.
+Status HandleReverse(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  if (!Plain(out)) return HandlePassThrough(ctx, instr);
+  const std::vector<int64_t>& rev = instr.attrs().dimensions;
+  Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
+  std::vector<int64_t> tiled;
+  for (int64_t d : rev)
+    if (Tiles(out, d) > 1) tiled.push_back(d);
+  if (!tiled.empty()) {
+    const TileAssignment& ta = out.tile_assignment();
+    const std::vector<int64_t> devices = ta.Devices();
+    const std::vector<int64_t>& dims = ta.dims();
+    std::vector<std::pair<int64_t, int64_t>> pairs;
+    for (int64_t flat = 0; flat < static_cast<int64_t>(devices.size()); ++flat) {
+      // Row-major index of `flat`, mirrored along the tiled reversed dims.
+      int64_t rest = flat, mirror = 0, stride = 1;
+      for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+        int64_t i = rest % dims[d];
+        rest /= dims[d];
+        if (std::find(tiled.begin(), tiled.end(), d) != tiled.end()) i = dims[d] - 1 - i;
+        mirror += i * stride;
+        stride *= dims[d];
+      }
+      pairs.push_back({devices[flat], devices[mirror]});
+    }
+    x = ctx.b.CollectivePermute(x, std::move(pairs));
+  }
+  Instruction* r = ctx.b.Add(Opcode::kReverse, x->shape(), {x});
+  r->mutable_attrs().dimensions = rev;
+  x = r;
+  Instruction* zero = ctx.b.Zero(instr.shape().element_type());
+  for (int64_t d : tiled) {
+    const int64_t k = out.TileDim(d), n = instr.shape().dimensions(d);
+    const int64_t tile = CeilDiv(n, k), shift = k * tile - n;
+    if (shift == 0) continue;
+    Shape padded = instr.shape();
+    padded.mutable_dimensions()[d] = k * tile;
+    x = ExchangeHaloWindow(ctx.b, {x, padded, out}, d, {shift, tile, tile}, zero);
+  }
+  SetNamed(ctx, instr, {x, instr.shape(), out});
+  return Status::Ok();
+}
+
+// Dynamic-slice of a dim the operand tiles: rather than gathering the
+// operand, each partition slices what it holds of the window (a clamped
+// local dynamic-slice of its zero-padded tile) and the pieces are summed
+// (partial sums resolved by Reshard: all-reduce or reduce-scatter of the
+// result). Used when the result is at most half the dim; else gather.
+Status HandleDynamicSlice(SpmdContext& ctx, const Instruction& instr) {
+  const PartitionedValue& operand = ctx.Get(instr.operand(0));
+  const Sharding& in = operand.sharding;
+  const Shape& in_shape = instr.operand(0)->shape();
+  const std::vector<int64_t>& sizes = instr.attrs().dynamic_slice_sizes;
+  const int64_t rank = in_shape.rank();
+  std::vector<int64_t> masked;
+  bool cheap = Plain(in) && Plain(ctx.ShardingOf(instr)) && in.IsTiled();
+  for (int64_t d = 0; cheap && d < rank; ++d) {
+    if (sizes[d] == in_shape.dimensions(d) || Tiles(in, d) == 1) continue;
+    masked.push_back(d);
+    cheap &= 2 * sizes[d] <= in_shape.dimensions(d);
+  }
+  if (!cheap || masked.empty()) return HandlePassThrough(ctx, instr);
+  SpmdBuilder& b = ctx.b;
+  PaddingConfig around(rank);
+  std::vector<Instruction*> starts;
+  std::vector<int64_t> local = operand.hlo->shape().dimensions();
+  for (int64_t d = 0; d < rank; ++d) {
+    Instruction* start = ctx.OperandAs(instr, 1 + d, Sharding::Replicate()).hlo;
+    Instruction* s = ClampedStart(b, start, in_shape.dimensions(d) - sizes[d]);
+    if (std::find(masked.begin(), masked.end(), d) != masked.end()) {
+      // Offset of the window in the tile padded by `size` zeros each side;
+      // dynamic-slice clamps windows that miss the tile onto the zeros.
+      around[d].low = around[d].high = sizes[d];
+      Instruction* tile_start = TileOffset(b, in, in_shape.dimensions(), d);
+      s = b.Binary(Opcode::kAdd, b.Binary(Opcode::kSubtract, s, tile_start),
+                   b.ScalarS32(sizes[d]));
+      local[d] = sizes[d];
+    } else if (sizes[d] != in_shape.dimensions(d)) {
+      local[d] = sizes[d];
+    }
+    starts.push_back(s);
+  }
+  Instruction* x = PadLocal(b, operand.hlo, around, b.Zero(in_shape.element_type()));
+  Instruction* piece = b.DynamicSlice(x, starts, local);
+  std::vector<int64_t> keep(rank);
+  std::iota(keep.begin(), keep.end(), 0);
+  for (int64_t d : masked) keep[d] = -1;
+  Sharding partial = ProjectSharding(in, keep, SubgroupType::kUnreduced);
+  SetNamed(ctx, instr, Reshard(b, {piece, instr.shape(), partial}, ctx.ShardingOf(instr)));
+  return Status::Ok();
+}
+
+// Dynamic-update-slice along tiled dims: the update is made whole along
+// them (it is the small side) and each partition writes the part that falls
+// in its tile: a clamped dynamic-slice of the zero-padded update aligned to
+// the tile, selected where the global position is inside the update. The
+// operand never moves.
+Status HandleDynamicUpdateSlice(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const Shape& in_shape = instr.operand(0)->shape();
+  const Shape& upd_shape = instr.operand(1)->shape();
+  const int64_t rank = in_shape.rank();
+  std::vector<int64_t> masked;
+  for (int64_t d = 0; d < rank; ++d)
+    if (upd_shape.dimensions(d) != in_shape.dimensions(d) && Tiles(out, d) > 1)
+      masked.push_back(d);
+  if (!Plain(out) || masked.empty()) return HandlePassThrough(ctx, instr);
+  SpmdBuilder& b = ctx.b;
+  Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
+  Instruction* upd = ctx.OperandAs(instr, 1, ReplicateDims(out, masked)).hlo;
+  PaddingConfig around(rank);
+  std::vector<Instruction*> window_starts, write_starts;
+  std::vector<int64_t> window = upd->shape().dimensions();
+  Instruction* mask = nullptr;
+  Instruction* zero = b.ScalarS32(0);
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t u = upd_shape.dimensions(d), n = in_shape.dimensions(d);
+    Instruction* start = ctx.OperandAs(instr, 2 + d, Sharding::Replicate()).hlo;
+    Instruction* s = ClampedStart(b, start, n - u);
+    if (std::find(masked.begin(), masked.end(), d) == masked.end()) {
+      window_starts.push_back(zero);
+      write_starts.push_back(u == n ? zero : s);
+      continue;
+    }
+    const int64_t tile = x->shape().dimensions(d);
+    Instruction* tile_start = TileOffset(b, out, in_shape.dimensions(), d);
+    around[d].low = around[d].high = tile;
+    // Update element tile_start + p - s sits at tile position p.
+    window_starts.push_back(b.Binary(
+        Opcode::kAdd, b.Binary(Opcode::kSubtract, tile_start, s), b.ScalarS32(tile)));
+    write_starts.push_back(zero);
+    window[d] = tile;
+    Instruction* inside = InRange(b, Positions(b, x, d, tile_start), s,
+                                  b.Binary(Opcode::kAdd, s, b.ScalarS32(u)));
+    mask = mask == nullptr ? inside : b.Binary(Opcode::kAnd, mask, inside);
+  }
+  Instruction* padded = PadLocal(b, upd, around, b.Zero(upd_shape.element_type()));
+  Instruction* aligned = b.DynamicSlice(padded, window_starts, window);
+  std::vector<Instruction*> operands = {x, aligned};
+  operands.insert(operands.end(), write_starts.begin(), write_starts.end());
+  Instruction* written = b.Add(Opcode::kDynamicUpdateSlice, x->shape(), operands);
+  SetNamed(ctx, instr, {b.Select(mask, written, x), instr.shape(), out});
+  return Status::Ok();
+}
+
+// Sort along a tiled dim: as XLA, move that tiling to a free dim that it
+// divides (all-to-all), sort locally, move it back; with no such dim the
+// sort dim is made whole.
+Status HandleSort(SpmdContext& ctx, const Instruction& instr) {
+  Sharding out = ctx.ShardingOf(instr);
+  const Sharding out0 = out.IsTuple() ? out.tuple_elements().at(0) : out;
+  if (!Plain(out0)) return HandlePassThrough(ctx, instr);
+  const int64_t dim = instr.attrs().dimensions.at(0);
+  const std::vector<int64_t>& dims = instr.operand(0)->shape().dimensions();
+  Sharding mid = out0;
+  if (Tiles(out0, dim) > 1) {
+    const int64_t k = out0.TileDim(dim);
+    int64_t free = -1;
+    for (int64_t e = 0; e < static_cast<int64_t>(dims.size()); ++e)
+      if (e != dim && Tiles(out0, e) == 1 && dims[e] % k == 0 &&
+          (free < 0 || dims[e] > dims[free]))
+        free = e;
+    if (free >= 0) {
+      std::vector<int64_t> perm(out0.tile_assignment().num_dimensions());
+      std::iota(perm.begin(), perm.end(), 0);
+      std::swap(perm[dim], perm[free]);
+      mid = Sharding::Subgroup(out0.tile_assignment().Transpose(perm), out0.subgroup_types());
+    } else {
+      mid = ReplicateDims(out0, {dim});
+    }
+  }
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i)
     operands.push_back(ctx.OperandAs(instr, i, mid).hlo);
-  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid), operands);
-  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid}, out));
+  Sharding mid_all = instr.shape().IsTuple()
+      ? Sharding::Tuple(std::vector<Sharding>(instr.shape().tuple_size(), mid))
+      : mid;
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid_all), operands);
+  SetNamed(ctx, instr, Reshard(ctx.b, {r, instr.shape(), mid_all}, out));
   return Status::Ok();
 }
 
+// Rng, as XLA: replicated (or unannotated, or on one device) random values
+// must agree on every partition, so device 0 (or the named device) draws
+// them and broadcasts; a tiled rng draws each tile locally, and one member
+// of each partially replicated group draws for its group.
+Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
+  const Sharding given = instr.has_sharding() ? *instr.sharding() : Sharding::Maximal(0);
+  if (!instr.shape().IsArray() || given.IsTuple() || given.IsManual() ||
+      given.HasManualSubgroup() || HasUnreduced(given))
+    return ctx.Fallback(instr);
+  SpmdBuilder& b = ctx.b;
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i)
+    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
+  if (!given.IsTiled()) {
+    const int64_t device = given.IsMaximal() ? given.device() : 0;
+    Instruction* whole = BroadcastFromDevice(b, ctx.Clone(instr, instr.shape(), operands), device);
+    SetNamed(ctx, instr, Reshard(b, {whole, instr.shape(), Sharding::Replicate()}, ctx.ShardingOf(instr)));
+    return Status::Ok();
+  }
+  const Sharding s = ctx.ShardingOf(instr);
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), s), operands);
+  const int64_t group = s.SubgroupDim(SubgroupType::kReplicated);
+  if (group >= 0) {
+    const std::vector<int64_t>& dims = r->shape().dimensions();
+    Instruction* member = b.TileIndices(s.tile_assignment())[group];
+    Instruction* first = b.Compare(member, b.ScalarS32(0), ComparisonDirection::kEq);
+    Instruction* zeros = b.BroadcastScalar(b.Zero(r->shape().element_type()), dims);
+    r = b.Select(b.BroadcastScalar(first, dims), r, zeros);
+    r = b.AllReduce(r, s.GroupsAlongDims({group}), SumReducer(b, r->shape().element_type()));
+  }
+  SetNamed(ctx, instr, {r, instr.shape(), s});
+  return Status::Ok();
+}
+
+// Rng-bit-generator is a deterministic function of its state, so every
+// partition computes the whole value and keeps its tile: exact, and no data
+// moves (the state is tiny and replicated).
+Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr) {
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i)
+    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
+  Instruction* whole = ctx.Clone(instr, instr.shape(), operands);
+  Sharding replicated = Sharding::Replicate();
+  if (instr.shape().IsTuple())
+    replicated = Sharding::Tuple(std::vector<Sharding>(instr.shape().tuple_size(), replicated));
+  SetNamed(ctx, instr, Reshard(ctx.b, {whole, instr.shape(), replicated}, ctx.ShardingOf(instr)));
+  return Status::Ok();
+}
+
+// The generic rule: the dims the op reaches across are made whole, every
+// other dim keeps the result's tiling.
 Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
   const Shape& first = instr.shape().IsTuple() ? instr.shape().tuple_shapes(0) : instr.shape();
@@ -97,7 +560,7 @@ Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr) {
   Shape local = LocalShape(instr.shape(), mid_all);
   Instruction* r = ctx.Clone(instr, local, operands);
   if (instr.opcode() == Opcode::kDynamicSlice) r->mutable_attrs().dynamic_slice_sizes = local.dimensions();
-  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid_all}, out));
+  SetNamed(ctx, instr, Reshard(ctx.b, {r, instr.shape(), mid_all}, out));
   return Status::Ok();
 }
 
