@@ -213,6 +213,78 @@ std::optional<PartitionedValue> TryReduceScatter(SpmdBuilder& b,
   return std::nullopt;
 }
 
+// Same tile-assignment dims and subgroup types (collective-permute moves
+// whole tiles between the two).
+bool SameTileStructure(const Sharding& a, const Sharding& c) {
+  return a.IsTiled() && c.IsTiled() && a.tile_assignment().dims() == c.tile_assignment().dims() &&
+         a.subgroup_types() == c.subgroup_types();
+}
+
+int64_t LocalElements(const Shape& shape, const Sharding& s) {
+  int64_t e = 1;
+  for (int64_t d : s.TileShape(shape.dimensions())) e *= d;
+  return e;
+}
+
+// Device orders the axis planner cannot relate (unrelated permutations):
+// a collective-permute onto the other side's device list, reshaped, makes
+// them related; it runs on whichever side has the smaller tiles.
+std::optional<PartitionedValue> TryPermuteAndPlan(SpmdBuilder& b, const PartitionedValue& v,
+                                                  const Sharding& dst) {
+  const Sharding& src = v.sharding;
+  const int64_t n = b.module()->num_partitions();
+  if (!src.IsTiled() || !dst.IsTiled() || src.HasManualSubgroup() || dst.HasManualSubgroup() ||
+      src.tile_assignment().num_devices() != n || dst.tile_assignment().num_devices() != n)
+    return std::nullopt;
+  // Permute first: src's tiles onto dst's devices in src's layout.
+  Sharding first = Sharding::Subgroup(dst.tile_assignment().Reshape(src.tile_assignment().dims()),
+                                      src.subgroup_types());
+  // Permute last: dst's layout on src's devices, then onto dst's.
+  Sharding last = Sharding::Subgroup(src.tile_assignment().Reshape(dst.tile_assignment().dims()),
+                                     dst.subgroup_types());
+  // When both arrays have the same dim sizes in another order, src's array
+  // transposed into dst's order is another good middle point.
+  {
+    std::vector<int64_t> sd = src.tile_assignment().dims(), dd = dst.tile_assignment().dims();
+    std::vector<int64_t> perm;
+    std::vector<bool> used(sd.size(), false);
+    for (int64_t want : dd) {
+      for (size_t i = 0; i < sd.size(); ++i) {
+        if (used[i] || sd[i] != want) continue;
+        used[i] = true;
+        perm.push_back(i);
+        break;
+      }
+    }
+    if (sd.size() == dd.size() && perm.size() == dd.size()) {
+      Sharding t = Sharding::Subgroup(src.tile_assignment().Transpose(perm), dst.subgroup_types());
+      if (t != dst && SameTileStructure(t, dst) && AxisReshardApplies(b, v.shape, src, t) &&
+          !AxisReshardApplies(b, v.shape, src, last))
+        last = t;
+    }
+  }
+  const bool src_smaller = LocalElements(v.shape, src) < LocalElements(v.shape, dst);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    const bool permute_first = (attempt == 0) == src_smaller;
+    if (permute_first) {
+      if (first == src || !SameTileStructure(src, first) ||
+          !AxisReshardApplies(b, v.shape, first, dst))
+        continue;
+      auto cp = TryCollectivePermute(b, v, first);
+      if (!cp) continue;
+      if (auto out = TryAxisReshard(b, *cp, dst)) return out;
+    } else {
+      if (last == dst || !SameTileStructure(last, dst) ||
+          !AxisReshardApplies(b, v.shape, src, last))
+        continue;
+      auto mid = TryAxisReshard(b, v, last);
+      if (!mid) continue;
+      if (auto out = TryCollectivePermute(b, *mid, dst)) return out;
+    }
+  }
+  return std::nullopt;
+}
+
 // Records an error for a reshard that must not happen and returns `v`
 // relabelled, so that partitioning can go on to report it.
 PartitionedValue Unsupported(SpmdBuilder& b, const PartitionedValue& v, const Sharding& dst,
@@ -343,6 +415,7 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   }
   if (auto cp = TryCollectivePermute(b, v, dst)) return *cp;
   if (auto plan = TryAxisReshard(b, v, dst)) return *plan;
+  if (auto plan = TryPermuteAndPlan(b, v, dst)) return *plan;
   // Gather what differs, then slice; gathering every tiled dim (-> fully
   // replicated) always works.
   std::vector<int64_t> differ, all;

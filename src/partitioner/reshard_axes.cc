@@ -185,18 +185,22 @@ class AxisPlanner {
       : b_(b), v_(v), dst_(dst), n_(b.module()->num_partitions()),
         rank_(v.shape.rank()) {}
 
-  std::optional<PartitionedValue> Run() {
+  // Reads both shardings as axis layouts; false when the planner does not
+  // apply. Emits nothing.
+  bool Prepare() {
     auto src = ViewOf(v_.sharding, rank_, n_);
     auto dst = ViewOf(dst_, rank_, n_);
-    if (!src || !dst || n_ < 1) return std::nullopt;
-    if (!Renumber(*src, *dst)) return std::nullopt;
+    if (!src || !dst || n_ < 1) return false;
+    if (!Renumber(*src, *dst)) return false;
     auto fs = Refine(src->ta), fd = Refine(dst->ta);
-    if (!fs || !fd) return std::nullopt;
-    if (!CommonAxes(*fs, *fd)) return std::nullopt;
-    Layout s = LayoutOf(*src, *fs), t = LayoutOf(*dst, *fd);
-    if (s.manual != t.manual) return std::nullopt;
-    return Execute(s, t);
+    if (!fs || !fd) return false;
+    if (!CommonAxes(*fs, *fd)) return false;
+    s_ = LayoutOf(*src, *fs);
+    t_ = LayoutOf(*dst, *fd);
+    return s_.manual == t_.manual;
   }
+
+  std::optional<PartitionedValue> Run() { return Execute(s_, t_); }
 
  private:
   struct Layout {
@@ -530,6 +534,7 @@ class AxisPlanner {
   const Sharding& dst_;
   const int64_t n_;
   const int64_t rank_;
+  Layout s_, t_;
   std::vector<int64_t> real_of_;  // virtual id -> real id; empty: identity
   std::vector<int64_t> sizes_, strides_;
   Instruction* x_ = nullptr;
@@ -546,9 +551,18 @@ std::optional<PartitionedValue> TryAxisReshard(SpmdBuilder& b, const Partitioned
     return e != nullptr && std::strcmp(e, "1") == 0;
   }();
   if (off || !v.shape.IsArray()) return std::nullopt;
-  auto out = AxisPlanner(b, v, dst).Run();
+  AxisPlanner planner(b, v, dst);
+  if (!planner.Prepare()) return std::nullopt;
+  auto out = planner.Run();
   if (out) RecordReshardPath(ReshardPath::kAxisPlan, v, dst);
   return out;
+}
+
+bool AxisReshardApplies(SpmdBuilder& b, const Shape& shape, const Sharding& src,
+                        const Sharding& dst) {
+  if (!shape.IsArray()) return false;
+  PartitionedValue v{nullptr, shape, src};
+  return AxisPlanner(b, v, dst).Prepare();
 }
 
 }  // namespace meshsplit::spmd

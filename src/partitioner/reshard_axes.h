@@ -26,6 +26,11 @@ namespace meshsplit::spmd {
 std::optional<PartitionedValue> TryAxisReshard(SpmdBuilder& b, const PartitionedValue& v,
                                                const Sharding& dst);
 
+// True when TryAxisReshard would apply to a value of `shape` (emits
+// nothing).
+bool AxisReshardApplies(SpmdBuilder& b, const Shape& shape, const Sharding& src,
+                        const Sharding& dst);
+
 // Counts one array reshard between different shardings.
 void CountReshardCall();
 // Records one use of `path` (and logs fallbacks under MESHSPLIT_DEBUG).
