@@ -25,6 +25,11 @@ const std::vector<RandomOpKind> kKinds = {
     {"transpose", true, ""},    {"reduce", true, ""},    {"dot", true, ""},
     {"iota", true, ""},         {"constant", true, ""},  {"slice", true, ""},
     {"concatenate", true, ""},
+    // Data-movement ops on (possibly) tiled dims: offsets, negative and
+    // interior padding, reversal, dynamic offsets, sorts.
+    {"pad", true, ""},          {"reverse", true, ""},   {"dynamic_slice", true, ""},
+    {"dynamic_update_slice", true, ""}, {"sort", true, ""},
+    {"concatenate_mixed", true, ""},
 };
 
 struct Value {
@@ -116,6 +121,13 @@ class Generator {
             "  ROOT mf.r = f32[] maximum(mf.x, mf.y)\n}\n\n";
     text << "add_s32 {\n  as.x = s32[] parameter(0)\n  as.y = s32[] parameter(1)\n"
             "  ROOT as.r = s32[] add(as.x, as.y)\n}\n\n";
+    text << "lt_f32 {\n  lf.x = f32[] parameter(0)\n  lf.y = f32[] parameter(1)\n"
+            "  ROOT lf.r = pred[] compare(lf.x, lf.y), direction=LT\n}\n\n";
+    text << "lt_s32 {\n  ls.x = s32[] parameter(0)\n  ls.y = s32[] parameter(1)\n"
+            "  ROOT ls.r = pred[] compare(ls.x, ls.y), direction=LT\n}\n\n";
+    text << "lt_key_f32 {\n  lk.x = f32[] parameter(0)\n  lk.y = f32[] parameter(1)\n"
+            "  lk.i = s32[] parameter(2)\n  lk.j = s32[] parameter(3)\n"
+            "  ROOT lk.r = pred[] compare(lk.x, lk.y), direction=LT\n}\n\n";
     text << "ENTRY main {\n" << body.str() << "}\n";
     c.text = text.str();
     return c;
@@ -448,6 +460,109 @@ class Generator {
       if (out.dims[d] > 2 * o_.max_dim) return false;
       Add(out, "concatenate(" + v->name + ", " + v->name + "), dimensions={" +
                    std::to_string(d) + "}");
+      return true;
+    }
+    return EmitDataMovement(kind);
+  }
+
+  // A start index for a dynamic slice along a dim of size n: a constant
+  // (possibly out of range, to exercise clamping) or a scalar parameter.
+  std::string StartIndex(int64_t n) {
+    if (Coin(0.5)) return Scalar("s32", std::to_string(Uniform(-2, n + 1)));
+    return NewParam("s32", {}).name;
+  }
+
+  bool EmitDataMovement(const std::string& kind) {
+    auto ranked = [](const Value& v) { return !v.dims.empty(); };
+    if (kind == "pad") {
+      const Value* v = Pick(ranked);
+      if (!v) return false;
+      Value out = *v;
+      int64_t d = Uniform(0, v->dims.size() - 1);
+      int64_t low = Uniform(-2, 3), high = Uniform(-2, 3);
+      int64_t interior = Coin(0.3) ? Uniform(1, 2) : 0;
+      int64_t n = v->dims[d];
+      out.dims[d] = low + high + n + interior * (n - 1);
+      if (out.dims[d] < 1 || out.dims[d] > 3 * o_.max_dim) return false;
+      std::string value = Scalar(v->type, Coin(0.5) ? "0" : "-2");
+      std::string cfg;
+      for (size_t i = 0; i < v->dims.size(); ++i) {
+        cfg += i ? "x" : "";
+        cfg += static_cast<int64_t>(i) == d ? std::to_string(low) + "_" + std::to_string(high) +
+                                                  "_" + std::to_string(interior)
+                                            : "0_0_0";
+      }
+      Add(out, "pad(" + v->name + ", " + value + "), padding=" + cfg);
+      return true;
+    }
+    if (kind == "reverse") {
+      const Value* v = Pick(ranked);
+      if (!v) return false;
+      std::vector<int64_t> dims;
+      for (size_t i = 0; i < v->dims.size(); ++i)
+        if (Coin(0.5)) dims.push_back(i);
+      if (dims.empty()) dims.push_back(Uniform(0, v->dims.size() - 1));
+      Add(*v, "reverse(" + v->name + "), dimensions=" + ListText(dims));
+      return true;
+    }
+    if (kind == "dynamic_slice" || kind == "dynamic_update_slice") {
+      const Value* v = Pick(ranked);
+      if (!v) return false;
+      Value in = *v;
+      std::vector<int64_t> sizes;
+      for (int64_t n : in.dims) sizes.push_back(Coin(0.3) ? n : Uniform(1, n));
+      std::string starts;
+      for (int64_t n : in.dims) starts += ", " + StartIndex(n);
+      if (kind == "dynamic_slice") {
+        Value out = in;
+        out.dims = sizes;
+        Add(out, "dynamic-slice(" + in.name + starts + "), dynamic_slice_sizes=" +
+                     ListText(sizes));
+        return true;
+      }
+      const Value& update = NewParam(in.type, sizes);
+      std::string name = update.name;
+      Add(in, "dynamic-update-slice(" + in.name + ", " + name + starts + ")");
+      return true;
+    }
+    if (kind == "sort") {
+      const Value* v = Pick(ranked);
+      if (!v) return false;
+      Value in = *v;
+      int64_t d = Uniform(0, in.dims.size() - 1);
+      // A key-value sort moves values by the key order, so a last-bit
+      // difference in an inexact key could swap them: exact keys only.
+      if (in.type == "f32" && in.exact && Coin(0.4)) {
+        Value idx = in;
+        idx.type = "s32";
+        const Value& io = Add(idx, "iota(), iota_dimension=" + std::to_string(d));
+        std::string io_name = io.name;
+        std::string tuple = "k" + std::to_string(next_++);
+        lines_.push_back(tuple + " = (" + ShapeText(in) + ", " + ShapeText(idx) + ") sort(" +
+                         in.name + ", " + io_name + "), dimensions={" + std::to_string(d) +
+                         "}, to_apply=lt_key_f32" + Annotation(in.dims.size()));
+        Add(in, "get-tuple-element(" + tuple + "), index=0");
+        Add(idx, "get-tuple-element(" + tuple + "), index=1");
+        return true;
+      }
+      Add(in, "sort(" + in.name + "), dimensions={" + std::to_string(d) + "}, to_apply=lt_" +
+                  in.type);
+      return true;
+    }
+    if (kind == "concatenate_mixed") {
+      const Value* v = Pick(ranked);
+      if (!v) return false;
+      Value in = *v;
+      int64_t d = Uniform(0, in.dims.size() - 1);
+      std::vector<int64_t> other = in.dims;
+      other[d] = Uniform(1, o_.max_dim);
+      const Value& p = NewParam(in.type, other);
+      std::string pname = p.name;
+      Value out = in;
+      out.dims[d] += other[d];
+      bool first = Coin(0.5);
+      Add(out, "concatenate(" + (first ? in.name + ", " + pname : pname + ", " + in.name) +
+                   "), dimensions={" + std::to_string(d) + "}");
       return true;
     }
     return false;

@@ -31,12 +31,15 @@ Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
 }
 
 // `x` (this partition's piece of a value of `global` laid out by `s`)
-// replaced along `dim` by the window `w` of the global value (halo.h).
-// Skips the exchange when every window is exactly the partition's own tile.
+// replaced along `dim` by the window `w` of the global value (halo.h), for
+// a result with `out_n` elements along `dim`. Skips the exchange when every
+// window is exactly the partition's own tile and no valid result position
+// lies past the input (where `pad` would have to show).
 Instruction* Window(SpmdBuilder& b, Instruction* x, const Shape& global, const Sharding& s,
-                    int64_t dim, const HaloWindow& w, Instruction* pad) {
-  const int64_t tile = CeilDiv(global.dimensions(dim), Tiles(s, dim));
-  if (w.first == 0 && w.step == tile && w.size == tile) return x;
+                    int64_t dim, const HaloWindow& w, Instruction* pad, int64_t out_n) {
+  const int64_t n = global.dimensions(dim);
+  const int64_t tile = CeilDiv(n, Tiles(s, dim));
+  if (w.first == 0 && w.step == tile && w.size == tile && out_n <= n) return x;
   return ExchangeHaloWindow(b, {x, global, s}, dim, w, pad);
 }
 
@@ -167,7 +170,7 @@ Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
     const SliceDimension& s = instr.attrs().slice[d];
     const int64_t tile = CeilDiv(instr.shape().dimensions(d), out.TileDim(d));
     HaloWindow w{s.start, tile * s.stride, (tile - 1) * s.stride + 1};
-    x = Window(ctx.b, x, in_shape, out, d, w, zero);
+    x = Window(ctx.b, x, in_shape, out, d, w, zero, instr.shape().dimensions(d));
     if (s.stride != 1) x = SliceDim(ctx.b, x, d, 0, w.size, s.stride);
   }
   SetNamed(ctx, instr, {x, instr.shape(), out});
@@ -203,13 +206,15 @@ Status HandlePad(SpmdContext& ctx, const Instruction& instr) {
     const int64_t tile = CeilDiv(instr.shape().dimensions(d), out.TileDim(d));
     const int64_t s = p.interior + 1;
     if (s == 1) {
-      x = Window(ctx.b, x, in_shape, out, d, {-p.low, tile, tile}, value);
+      x = Window(ctx.b, x, in_shape, out, d, {-p.low, tile, tile}, value,
+                 instr.shape().dimensions(d));
       continue;
     }
     // Input element j lands at output j * s + low. Fetch the inputs of this
     // tile (plus one either side), dilate them, cut the tile out.
     const int64_t first = FloorDiv(-p.low, s);
-    x = Window(ctx.b, x, in_shape, out, d, {first, tile / s, tile / s + 2}, value);
+    x = Window(ctx.b, x, in_shape, out, d, {first, tile / s, tile / s + 2}, value,
+               instr.shape().dimensions(d));
     PaddingConfig dilate(rank);
     dilate[d].interior = p.interior;
     x = PadLocal(ctx.b, x, dilate, value);
@@ -246,7 +251,8 @@ Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr) {
     const int64_t n = shape.dimensions(dim);
     if (n == 0) continue;
     Instruction* x = ctx.OperandAs(instr, i, out).hlo;
-    Instruction* piece = Window(ctx.b, x, shape, out, dim, {-start, tile, tile}, zero);
+    Instruction* piece = Window(ctx.b, x, shape, out, dim, {-start, tile, tile}, zero,
+                                instr.shape().dimensions(dim));
     if (result == nullptr) {
       result = piece;
     } else {
