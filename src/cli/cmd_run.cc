@@ -48,11 +48,13 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
                          flags.partitioned, !flags.no_propagate, flags.backend};
   StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
   if (!out.ok()) return ReportError(out.status());
+  // Only now, with every rank agreed on success, does rank 0 write (each
+  // file to a temporary name, then renamed); a failed write fails every rank.
+  Status written = Status::Ok();
+  if (out->is_root && !flags.outputs.empty()) written = WriteOutputs(out->result, flags.outputs);
+  written = AgreeAcrossRanks(written);
+  if (!written.ok()) return ReportError(written);
   if (!out->is_root) return 0;
-  if (!flags.outputs.empty()) {
-    Status s = WriteOutputs(out->result, flags.outputs);
-    if (!s.ok()) return ReportError(s);
-  }
   if (flags.print) {
     std::vector<const Literal*> outs = OutputArrays(out->result);
     for (size_t i = 0; i < outs.size(); ++i)

@@ -8,10 +8,16 @@
 
 #include "collectives/mpi_backend.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "collectives/reduction.h"
 #include "support/check.h"
@@ -101,23 +107,142 @@ MPI_Datatype OrderFreeType(PrimitiveType type, ReductionKind kind, MPI_Op* op) {
 // rank folds only 1/G of the elements.
 constexpr int64_t kSlicedAllReduceBytes = 64 * 1024;
 
+// Shared state of MpiWait and its watchdog thread. Leaked on purpose: the
+// watchdog must keep watching MPI_Finalize, which runs during static
+// destruction.
+struct WatchdogState {
+  std::atomic<int> depth{0};
+  std::atomic<int64_t> started_ns{0};
+  std::atomic<const char*> what{nullptr};
+  std::atomic<double> timeout{-1};  // < 0: not read from the environment yet
+  std::atomic<bool> thread_started{false};
+  std::atomic<int> rank{-1};
+};
+
+WatchdogState& Watchdog() {
+  static WatchdogState* state = new WatchdogState;
+  return *state;
+}
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double TimeoutFromEnvironment() {
+  const char* env = std::getenv("MESHSPLIT_MPI_TIMEOUT");
+  if (env == nullptr || *env == '\0') return 300;
+  char* end = nullptr;
+  double v = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(v >= 0)) {
+    std::fprintf(stderr,
+                 "warning: MESHSPLIT_MPI_TIMEOUT='%s' is not a number of seconds; using "
+                 "300\n",
+                 env);
+    return 300;
+  }
+  return v;
+}
+
+// Polls a few times per timeout; a wait is judged from when the outermost
+// MpiWait scope began.
+void WatchdogLoop() {
+  WatchdogState& w = Watchdog();
+  for (;;) {
+    const double timeout = w.timeout.load();
+    const double poll = timeout > 0 ? std::clamp(timeout / 10, 0.01, 0.5) : 0.5;
+    std::this_thread::sleep_for(std::chrono::duration<double>(poll));
+    if (timeout <= 0 || w.depth.load() == 0) continue;
+    const double waited = (NowNs() - w.started_ns.load()) * 1e-9;
+    if (waited <= timeout) continue;
+    const char* what = w.what.load();
+    std::fprintf(stderr,
+                 "error: rank %d: waited %.1f s in %s for the other ranks (one is stuck, "
+                 "stopped or unreachable); ending the job (timeout MESHSPLIT_MPI_TIMEOUT=%g s)\n",
+                 w.rank.load(), waited, what != nullptr ? what : "an MPI call", timeout);
+    std::fflush(stderr);
+    // Not MPI_Abort: MPI is initialised for one calling thread only. An exit
+    // without MPI_Finalize makes mpirun end every other rank.
+    _exit(1);
+  }
+}
+
+void MpiErrorHandler(MPI_Comm* comm, int* code, ...) {
+  char text[MPI_MAX_ERROR_STRING] = {0};
+  int len = 0;
+  MPI_Error_string(*code, text, &len);
+  const char* what = Watchdog().what.load();
+  std::fprintf(stderr,
+               "error: rank %d: MPI error in %s: %s (another rank probably failed); "
+               "aborting all ranks\n",
+               Watchdog().rank.load(), what != nullptr ? what : "an MPI call", text);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 }  // namespace
+
+MpiWait::MpiWait(const char* what) {
+  WatchdogState& w = Watchdog();
+  previous_ = w.what.load();
+  const double timeout = timeout_seconds();
+  if (timeout > 0 && !w.thread_started.exchange(true)) std::thread(WatchdogLoop).detach();
+  w.what.store(what);
+  if (w.depth.load() == 0) w.started_ns.store(NowNs());
+  w.depth.fetch_add(1);
+}
+
+MpiWait::~MpiWait() {
+  WatchdogState& w = Watchdog();
+  w.depth.fetch_sub(1);
+  w.what.store(previous_);
+}
+
+double MpiWait::timeout_seconds() {
+  WatchdogState& w = Watchdog();
+  double t = w.timeout.load();
+  if (t < 0) {
+    t = TimeoutFromEnvironment();
+    w.timeout.store(t);
+  }
+  return t;
+}
+
+void MpiWait::set_timeout_seconds(double seconds) {
+  Watchdog().timeout.store(seconds < 0 ? 0 : seconds);
+}
 
 MpiSession::MpiSession(int* argc, char*** argv) {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {
+    // The rank is not known before MPI_Init; launchers export it.
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+      if (const char* env = std::getenv(var); env != nullptr && Watchdog().rank.load() < 0)
+        Watchdog().rank.store(std::atoi(env));
+    MpiWait wait("MPI_Init");
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
     owns_ = true;
   }
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  Watchdog().rank.store(rank);
+  MPI_Errhandler handler;
+  MPI_Comm_create_errhandler(&MpiErrorHandler, &handler);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, handler);
+  MPI_Errhandler_free(&handler);
 }
 
 MpiSession::~MpiSession() {
   if (!owns_) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Finalize();
+  if (finalized) return;
+  // MPI_Finalize waits for every rank; one that never comes must not hang us.
+  MpiWait wait("MPI_Finalize");
+  MPI_Finalize();
 }
 
 MpiCommunicator::MpiCommunicator() {
@@ -136,25 +261,34 @@ MpiCommunicator::~MpiCommunicator() {
     if (group->comm != MPI_COMM_NULL) MPI_Comm_free(&group->comm);
 }
 
-Status MpiCommunicator::Agree(uint64_t signature, const Status& local) {
+Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
+                              const void* payload, int64_t inline_bytes) {
   if (!check_agreement_) return local;  // a local error then stops only us
-  struct Entry {
-    uint64_t signature;
-    int64_t failed;
-  } mine{signature, local.ok() ? 0 : 1};
-  std::vector<Entry> all(size_);
-  MPI_Allgather(&mine, sizeof(Entry), MPI_BYTE, all.data(), sizeof(Entry),
-                MPI_BYTE, MPI_COMM_WORLD);
+  unsigned char mine[kEnvelopeBytes] = {};
+  const int64_t failed = local.ok() ? 0 : 1;
+  std::memcpy(mine, &signature, 8);
+  std::memcpy(mine + 8, &failed, 8);
+  if (payload != nullptr && inline_bytes > 0)
+    std::memcpy(mine + 16, payload, std::min(inline_bytes, kInlineBytes));
+  envelopes_.resize(size_ * kEnvelopeBytes);
+  MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
+                MPI_COMM_WORLD);
   if (!local.ok()) return local;
-  for (int64_t d = 0; d < size_; ++d)
-    if (all[d].failed)
+  for (int64_t d = 0; d < size_; ++d) {
+    int64_t f = 0;
+    std::memcpy(&f, envelopes_.data() + d * kEnvelopeBytes + 8, 8);
+    if (f)
       return Status::Error("a collective failed on device " + std::to_string(d) +
                            " (bad arguments there)");
-  for (int64_t d = 0; d < size_; ++d)
-    if (all[d].signature != signature)
+  }
+  for (int64_t d = 0; d < size_; ++d) {
+    uint64_t sig = 0;
+    std::memcpy(&sig, envelopes_.data() + d * kEnvelopeBytes, 8);
+    if (sig != signature)
       return Status::Error("devices disagree on a collective: device " +
                            std::to_string(d) + "'s arguments differ from device " +
                            std::to_string(rank_) + "'s");
+  }
   return Status::Ok();
 }
 
@@ -183,6 +317,7 @@ StatusOr<const MpiCommunicator::Group*> MpiCommunicator::GetGroup(
 Status MpiCommunicator::AllReduce(const void* input, void* output,
                                   PrimitiveType type, int64_t count,
                                   ReductionKind kind, const CommGroups& groups) {
+  MpiWait wait("all-reduce");
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok() && count < 0) local = Status::Error("all-reduce: negative element count");
@@ -193,17 +328,24 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   }
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   if (local.ok()) local = CheckBytes(count * w * g, "all-reduce");
+  const int64_t bytes = local.ok() ? count * w : 0;
+  const bool inlined = Inlined(bytes);
   MS_RETURN_IF_ERROR(Agree(Signature(kTagAllReduce)
                                .Add(static_cast<uint64_t>(type))
                                .Add(static_cast<uint64_t>(kind))
                                .Add(count)
                                .Add(groups)
                                .value(),
-                           local));
+                           local, local.ok() ? input : nullptr, inlined ? bytes : 0));
   MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-reduce", false));
-  const int64_t bytes = count * w;
   if (g == 1) {
     if (input != output) std::memmove(output, input, bytes);
+    return Status::Ok();
+  }
+  std::vector<const void*> inputs(g);
+  if (inlined) {  // every contribution came with the agreement
+    for (int64_t k = 0; k < g; ++k) inputs[k] = Inline(found->members[k]);
+    ReduceInOrder(kind, type, inputs, output, count);
     return Status::Ok();
   }
   MPI_Op op;
@@ -213,7 +355,6 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
                   static_cast<int>(count), dt, op, group->comm);
     return Status::Ok();
   }
-  std::vector<const void*> inputs(g);
   if (bytes < kSlicedAllReduceBytes) {
     recv_.resize(bytes * g);
     MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, recv_.data(),
@@ -253,6 +394,7 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
                                   PrimitiveType type,
                                   std::span<const int64_t> dims,
                                   int64_t dimension, const CommGroups& groups) {
+  MpiWait wait("all-gather");
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, dimension, "all-gather", "all_gather_dimension");
   StatusOr<GroupMembership> found(GroupMembership{});
@@ -263,24 +405,38 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
   if (local.ok()) local = CheckBytes(elems * w * g, "all-gather");
+  const int64_t bytes = elems * w;
+  const bool inlined = Inlined(bytes);
   MS_RETURN_IF_ERROR(Agree(Signature(kTagAllGather)
                                .Add(static_cast<uint64_t>(type))
                                .Add(dims)
                                .Add(dimension)
                                .Add(groups)
                                .value(),
-                           local));
+                           local, local.ok() ? input : nullptr, inlined ? bytes : 0));
   MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-gather", true));
-  const int64_t bytes = elems * w;
+  const int64_t outer = Product(dims, 0, dimension);
+  const int64_t inner = Product(dims, dimension, dims.size()) * w;
+  // Member q's block o goes to row o, column q of the output.
+  auto place = [&](int64_t q, const unsigned char* from) {
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(Bytes(output) + (o * g + q) * inner, from + o * inner, inner);
+  };
+  if (inlined) {
+    for (int64_t q = 0; q < g; ++q) place(q, Inline(found->members[q]));
+    return Status::Ok();
+  }
+  if (outer == 1 && input != output) {
+    // Gathering along the outermost dimension is plain concatenation: MPI
+    // writes straight into the output.
+    MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, output, static_cast<int>(bytes),
+                  MPI_BYTE, group->comm);
+    return Status::Ok();
+  }
   recv_.resize(std::max<int64_t>(1, bytes * g));
   MPI_Allgather(input, static_cast<int>(bytes), MPI_BYTE, recv_.data(),
                 static_cast<int>(bytes), MPI_BYTE, group->comm);
-  const int64_t outer = Product(dims, 0, dimension);
-  const int64_t inner = Product(dims, dimension, dims.size()) * w;
-  for (int64_t q = 0; q < g; ++q)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(Bytes(output) + (o * g + q) * inner,
-                  recv_.data() + q * bytes + o * inner, inner);
+  for (int64_t q = 0; q < g; ++q) place(q, recv_.data() + q * bytes);
   return Status::Ok();
 }
 
@@ -289,6 +445,7 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
                                       std::span<const int64_t> dims,
                                       int64_t dimension, ReductionKind kind,
                                       const CommGroups& groups) {
+  MpiWait wait("reduce-scatter");
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok()) local = CheckDims(dims, dimension, "reduce-scatter", "scatter_dimension");
@@ -339,6 +496,7 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
                                  int64_t split_dimension,
                                  int64_t concat_dimension,
                                  const CommGroups& groups) {
+  MpiWait wait("all-to-all");
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, split_dimension, "all-to-all", "split_dimension");
   if (local.ok()) local = CheckDims(dims, concat_dimension, "all-to-all", "concat_dimension");
@@ -392,6 +550,7 @@ Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
                                       std::span<void* const> outputs,
                                       PrimitiveType type, int64_t count,
                                       const CommGroups& groups) {
+  MpiWait wait("all-to-all (tuple)");
   const int64_t w = ByteWidth(type);
   Status local;
   if (count < 0) local = Status::Error("all-to-all: negative element count");
@@ -428,6 +587,7 @@ Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
 Status MpiCommunicator::CollectivePermute(const void* input, void* output,
                                           PrimitiveType type, int64_t count,
                                           const SourceTargetPairs& pairs) {
+  MpiWait wait("collective-permute");
   const int64_t w = ByteWidth(type);
   Status local = CheckSourceTargetPairs(pairs, size_);
   if (local.ok() && count < 0)
@@ -436,12 +596,21 @@ Status MpiCommunicator::CollectivePermute(const void* input, void* output,
   Signature sig(kTagPermute);
   sig.Add(static_cast<uint64_t>(type)).Add(count).Add(pairs.size());
   for (const auto& [s, t] : pairs) sig.Add(s).Add(t);
-  MS_RETURN_IF_ERROR(Agree(sig.value(), local));
-  const int64_t bytes = count * w;
+  const int64_t bytes = local.ok() ? count * w : 0;
+  const bool inlined = Inlined(bytes);
+  MS_RETURN_IF_ERROR(Agree(sig.value(), local, local.ok() ? input : nullptr,
+                           inlined ? bytes : 0));
   int64_t source = -1, target = -1;
   for (const auto& [s, t] : pairs) {
     if (t == rank_) source = s;
     if (s == rank_) target = t;
+  }
+  if (inlined) {
+    if (source >= 0)
+      std::memmove(output, source == rank_ ? input : Inline(source), bytes);
+    else if (bytes > 0)
+      std::memset(output, 0, bytes);
+    return Status::Ok();
   }
   constexpr int kTag = 4242;
   recv_.resize(std::max<int64_t>(1, bytes));
@@ -465,6 +634,7 @@ Status MpiCommunicator::CollectivePermute(const void* input, void* output,
 }
 
 Status MpiCommunicator::Barrier() {
+  MpiWait wait("barrier");
   MS_RETURN_IF_ERROR(Agree(Signature(kTagBarrier).value(), Status::Ok()));
   MPI_Barrier(MPI_COMM_WORLD);
   return Status::Ok();

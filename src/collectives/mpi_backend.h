@@ -21,7 +21,11 @@
 namespace meshsplit {
 
 // Calls MPI_Init_thread on construction (unless MPI is already initialised)
-// and MPI_Finalize on destruction (only if it initialised it).
+// and MPI_Finalize on destruction (only if it initialised it). On
+// MPI_COMM_WORLD (and so on every communicator split from it) it installs an
+// error handler that prints which rank saw which MPI error and then ends the
+// whole job with MPI_Abort: an MPI error here almost always means that a peer
+// died, and no caller could recover from it.
 class MpiSession {
  public:
   MpiSession(int* argc, char*** argv);
@@ -31,6 +35,32 @@ class MpiSession {
 
  private:
   bool owns_ = false;
+};
+
+// Guards against waiting forever for a peer that is alive but never comes
+// (stopped, deadlocked, spinning outside MPI, unreachable host): a rank that
+// spends longer than the timeout inside one MpiWait scope prints a message
+// naming the wait and exits with status 1 without finalising MPI, which
+// makes mpirun end every other rank. (A peer that dies is noticed by mpirun
+// itself, in about a second.) The timeout comes from the environment
+// variable MESHSPLIT_MPI_TIMEOUT in seconds (default 300; 0 disables) and is
+// per wait, not per run, so it only has to exceed the longest stretch one
+// rank can compute while another waits for it.
+class MpiWait {
+ public:
+  // `what` must outlive the scope (a string literal).
+  explicit MpiWait(const char* what);
+  ~MpiWait();
+  MpiWait(const MpiWait&) = delete;
+  MpiWait& operator=(const MpiWait&) = delete;
+
+  // The timeout in seconds (0: none). Set by tests; the first read of the
+  // environment happens on the first MpiWait otherwise.
+  static double timeout_seconds();
+  static void set_timeout_seconds(double seconds);
+
+ private:
+  const char* previous_;
 };
 
 // This rank's endpoint over MPI_COMM_WORLD. REQUIRES: MPI is initialised.
@@ -81,9 +111,25 @@ class MpiCommunicator final : public Communicator {
     GroupMembership membership;
   };
 
+  // The agreement is one MPI_Allgather over the world of a fixed-size
+  // envelope per rank (fixed so that ranks that disagree on the sizes still
+  // make matching MPI calls). Payloads up to kInlineBytes travel in the
+  // envelope, so a small collective costs one exchange, not two.
+  static constexpr int64_t kEnvelopeBytes = 512;
+  static constexpr int64_t kInlineBytes = kEnvelopeBytes - 16;
+
   // Checks `local` and that every rank passes the same `signature`; returns
-  // the same verdict on every rank.
-  Status Agree(uint64_t signature, const Status& local);
+  // the same verdict on every rank. With `inline_bytes` > 0 (at most
+  // kInlineBytes; `payload` may be null when `local` failed) the payload
+  // rides along and, on success, Inline(d) is device d's copy.
+  Status Agree(uint64_t signature, const Status& local, const void* payload = nullptr,
+               int64_t inline_bytes = 0);
+  const unsigned char* Inline(int64_t device) const {
+    return envelopes_.data() + device * kEnvelopeBytes + 16;
+  }
+  // Whether a payload of `bytes` (the same on every rank once agreed) goes
+  // through the agreement envelope.
+  bool Inlined(int64_t bytes) const { return check_agreement_ && bytes <= kInlineBytes; }
   // The split communicator of this rank's group in `groups` (cached).
   StatusOr<const Group*> GetGroup(const CommGroups& groups,
                                   std::string_view op,
@@ -93,7 +139,7 @@ class MpiCommunicator final : public Communicator {
   int64_t size_ = 1;
   bool check_agreement_ = true;
   std::map<CommGroups, std::unique_ptr<Group>> groups_;
-  std::vector<unsigned char> send_, recv_;
+  std::vector<unsigned char> send_, recv_, envelopes_;
 };
 
 }  // namespace meshsplit

@@ -7,6 +7,10 @@
 #ifdef MESHSPLIT_HAVE_MPI
 #include <mpi.h>
 
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -17,6 +21,7 @@
 #include "runtime/interpreter.h"
 #include "spmd/collective_adapter.h"
 #include "spmd/executor.h"
+#include "text/printer.h"
 
 extern "C" {
 int openblas_get_num_threads(void);
@@ -44,6 +49,8 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module&, StatusOr<std::vector<Literal>>,
   return NotBuilt();
 }
 
+Status AgreeAcrossRanks(const Status& local) { return local; }
+
 MpiVerifyOutcome VerifyModuleOnMpi(Module&, const VerifyOptions&) {
   MpiVerifyOutcome out;
   out.is_root = true;
@@ -58,17 +65,44 @@ bool MpiBackendBuilt() { return true; }
 
 namespace {
 
-// MPI lives from the first use until the process exits (MPI_Finalize in the
-// session's destructor at static destruction).
-void EnsureMpi() {
-  static std::unique_ptr<MpiSession> session;
-  if (!session) session = std::make_unique<MpiSession>(nullptr, nullptr);
-}
-
 int WorldRank() {
   int r = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &r);
   return r;
+}
+
+// mpirun ends the surviving ranks with SIGTERM when one rank fails (dies,
+// exits non-zero or calls MPI_Abort). Say so on each of them, so that every
+// rank's exit is explained, and exit with status 1 instead of dying silently.
+char sigterm_message[160];
+size_t sigterm_message_len = 0;
+
+extern "C" void OnSigterm(int) {
+  ssize_t ignored = write(2, sigterm_message, sigterm_message_len);
+  (void)ignored;
+  _exit(1);
+}
+
+void InstallSigtermHandler() {
+  int n = std::snprintf(sigterm_message, sizeof(sigterm_message),
+                        "error: rank %d: terminated by SIGTERM (mpirun ends every rank when "
+                        "one fails; see the first error)\n",
+                        WorldRank());
+  sigterm_message_len = n > 0 ? std::min<size_t>(n, sizeof(sigterm_message) - 1) : 0;
+  struct sigaction action = {};
+  action.sa_handler = OnSigterm;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGTERM, &action, nullptr);
+}
+
+// MPI lives from the first use until the process exits (MPI_Finalize in the
+// session's destructor at static destruction).
+void EnsureMpi() {
+  static std::unique_ptr<MpiSession> session;
+  if (!session) {
+    session = std::make_unique<MpiSession>(nullptr, nullptr);
+    InstallSigtermHandler();
+  }
 }
 
 int WorldSize() {
@@ -89,6 +123,7 @@ int WorldSize() {
 // the lowest failing rank (prefixed "rank r: " when the world has more than
 // one rank), or Ok when all succeeded.
 Status Agree(const Status& local) {
+  MpiWait wait("an agreement between ranks");
   const int size = WorldSize();
   int failed = local.ok() ? 0 : 1;
   std::vector<int> all(size);
@@ -104,6 +139,58 @@ Status Agree(const Status& local) {
   MPI_Bcast(msg.data(), len, MPI_CHAR, first, MPI_COMM_WORLD);
   if (size > 1) msg = "rank " + std::to_string(first) + ": " + msg;
   return Status::Error(msg, local.ok() || WorldRank() != first ? SourceLoc() : local.loc());
+}
+
+uint64_t Fnv1a(std::string_view text, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// What every rank must have in common to run one SPMD program together.
+struct ProgramFingerprint {
+  uint64_t module = 0;  // FNV-1a of the partitioned module's text
+  int64_t num_partitions = 0;
+  uint64_t inputs = 0;  // FNV-1a of the input shapes (and, for verify, the seed)
+};
+
+// Collective: exchanges the fingerprints and returns, on every rank, the
+// same error when any rank's differs from rank 0's. Catches ranks that were
+// given different module files, flags or inputs: without it they would
+// either produce garbage or wait in mismatched collectives.
+Status AgreeOnProgram(const ProgramFingerprint& mine) {
+  MpiWait wait("the program fingerprint exchange");
+  const int size = WorldSize();
+  std::vector<ProgramFingerprint> all(size);
+  MPI_Allgather(&mine, sizeof(ProgramFingerprint), MPI_BYTE, all.data(),
+                sizeof(ProgramFingerprint), MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 1; r < size; ++r) {
+    std::string what;
+    if (all[r].num_partitions != all[0].num_partitions)
+      what = "number of partitions (" + std::to_string(all[r].num_partitions) + " vs " +
+             std::to_string(all[0].num_partitions) + ")";
+    else if (all[r].module != all[0].module)
+      what = "partitioned module";
+    else if (all[r].inputs != all[0].inputs)
+      what = "input shapes or seed";
+    if (!what.empty())
+      return Status::Error("ranks run different programs: rank " + std::to_string(r) + "'s " +
+                           what + " differs from rank 0's; start every rank with the same " +
+                           "module file, flags and input shapes");
+  }
+  return Status::Ok();
+}
+
+ProgramFingerprint Fingerprint(const Module& partitioned, int64_t num_partitions,
+                               const std::vector<Literal>& inputs, std::string_view extra) {
+  ProgramFingerprint f;
+  f.module = Fnv1a(PrintModule(partitioned));
+  f.num_partitions = num_partitions;
+  f.inputs = Fnv1a(extra);
+  for (const Literal& l : inputs) f.inputs = Fnv1a(l.shape().ToString() + ";", f.inputs);
+  return f;
 }
 
 void CollectLeaves(Literal& lit, std::vector<Literal*>& out) {
@@ -170,7 +257,10 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
     send.insert(send.end(), l->raw(), l->raw() + l->size_bytes());
   long long my_bytes = static_cast<long long>(send.size());
   std::vector<long long> bytes(size);
-  MPI_Gather(&my_bytes, 1, MPI_LONG_LONG, bytes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  {
+    MpiWait wait("gathering the result sizes");
+    MPI_Gather(&my_bytes, 1, MPI_LONG_LONG, bytes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
+  }
   Status size_status = Status::Ok();
   if (rank == 0) {
     for (int d = 0; d < size; ++d)
@@ -186,8 +276,11 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
   std::vector<int> counts(size, static_cast<int>(my_bytes)), displs(size);
   for (int d = 0; d < size; ++d) displs[d] = static_cast<int>(d * my_bytes);
   if (rank == 0) recv.resize(static_cast<size_t>(my_bytes) * size);
-  MPI_Gatherv(send.data(), static_cast<int>(my_bytes), MPI_BYTE, recv.data(), counts.data(),
-              displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  {
+    MpiWait wait("gathering the results");
+    MPI_Gatherv(send.data(), static_cast<int>(my_bytes), MPI_BYTE, recv.data(), counts.data(),
+                displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  }
   std::vector<Literal> per_device;
   if (rank != 0) return per_device;
   per_device.resize(size);
@@ -218,9 +311,13 @@ Status CheckWorld(int64_t num_partitions) {
 StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Literal>> inputs,
                                        const SpmdRunRequest& request) {
   EnsureMpi();
-  MS_RETURN_IF_ERROR(CheckWorld(request.num_partitions));
+  // Every early exit below is agreed by all ranks: a rank that returned on
+  // its own would leave the others waiting in the next collective.
+  MS_RETURN_IF_ERROR(Agree(CheckWorld(request.num_partitions)));
   MS_RETURN_IF_ERROR(Agree(inputs.ok() ? Status::Ok() : inputs.status()));
-  if (module.entry() == nullptr) return Status::Error("module has no entry computation");
+  MS_RETURN_IF_ERROR(Agree(module.entry() != nullptr
+                               ? Status::Ok()
+                               : Status::Error("module has no entry computation")));
   // Partition (or check the partitioned module) on every rank; the result is
   // deterministic, so every rank runs the same program.
   std::unique_ptr<Module> owned;
@@ -247,6 +344,8 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Lite
     }
   }
   MS_RETURN_IF_ERROR(Agree(prepared));
+  MS_RETURN_IF_ERROR(AgreeOnProgram(
+      Fingerprint(*partitioned, request.num_partitions, *inputs, "run")));
   std::vector<Literal> per_device = RunOwnPartitionAndGather(*partitioned, *inputs);
   MpiRunOutcome out;
   out.is_root = WorldRank() == 0;
@@ -274,10 +373,12 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
     result.message = s.ToString();
     return out;
   };
-  Status world = CheckWorld(options.num_partitions);
+  Status world = Agree(CheckWorld(options.num_partitions));
   if (!world.ok()) return fail("spmd", world);
-  if (module.entry() == nullptr)
-    return fail("reference", Status::Error("module has no entry computation"));
+  Status entry = Agree(module.entry() != nullptr
+                           ? Status::Ok()
+                           : Status::Error("module has no entry computation"));
+  if (!entry.ok()) return fail("reference", entry);
   std::string stage;
   StatusOr<std::unique_ptr<Module>> partitioned = PropagateAndPartition(
       module, options.num_partitions, options.propagate, options.strict, &stage);
@@ -288,6 +389,9 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
   result.reduction_length = copts.reduction_length;
   // Same seed on every rank: the same inputs everywhere, no broadcast needed.
   std::vector<Literal> inputs = RandomInputs(*module.entry(), options.seed);
+  Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions, inputs,
+                                           "verify seed " + std::to_string(options.seed)));
+  if (!same.ok()) return fail("spmd", same);
   std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs);
   // Rank 0 judges; the verdict is shared so every rank exits alike.
   if (out.is_root) {
@@ -317,7 +421,9 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
       }
     }
   }
-  // Share rank 0's status and message.
+  // Share rank 0's status and message. Not under MpiWait: the other ranks
+  // wait here while rank 0 evaluates the whole unpartitioned module, which
+  // may legitimately take longer than any per-wait timeout.
   std::string verdict = result.status + '\n' + result.message;
   int len = static_cast<int>(verdict.size());
   MPI_Bcast(&len, 1, MPI_INT, 0, MPI_COMM_WORLD);
@@ -329,6 +435,11 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
     result.message = verdict.substr(nl + 1);
   }
   return out;
+}
+
+Status AgreeAcrossRanks(const Status& local) {
+  EnsureMpi();
+  return Agree(local);
 }
 
 #endif  // MESHSPLIT_HAVE_MPI

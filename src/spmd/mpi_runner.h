@@ -27,7 +27,9 @@ struct MpiRunOutcome {
 
 // `inputs` is this rank's attempt at reading the full inputs; an error on
 // any rank (and a world size other than request.num_partitions) comes back
-// as the same error Status on every rank. A failure while the partitioned
+// as the same error Status on every rank, and so does a mismatch between the
+// ranks' programs (a fingerprint of the partitioned module text, the number
+// of partitions and the input shapes is compared at start-up). A failure while the partitioned
 // program runs (when the other ranks may be waiting in a collective) prints
 // the message and ends the whole job with MPI_Abort (exit status 1).
 StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Literal>> inputs,
@@ -45,5 +47,11 @@ struct MpiVerifyOutcome {
 // seeded inputs; rank 0 runs the reference and compares. Divergence
 // localisation is not done on this backend (the message says so).
 MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options);
+
+// Collective over all ranks (call it on every rank, or none): returns Ok
+// when `local` is Ok on every rank, else the lowest failing rank's error
+// ("rank r: ..."), on every rank. `run` uses it after rank 0 wrote the
+// outputs, so a failed write fails the whole job. Without MPI: `local`.
+Status AgreeAcrossRanks(const Status& local);
 
 }  // namespace meshsplit

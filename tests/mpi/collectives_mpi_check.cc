@@ -88,7 +88,10 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
       {PrimitiveType::PRED, ReductionKind::kOr}};
   for (const auto& [lname, groups] : layouts) {
     for (const TK& tk : reductions) {
-      for (int64_t count : {int64_t{1}, int64_t{37}, int64_t{40000}}) {
+      // 37 and 124 f32 travel inside the agreement envelope (<= 496 bytes),
+      // 125 f32 and 40000 take MPI's own collectives.
+      for (int64_t count : {int64_t{1}, int64_t{37}, int64_t{124}, int64_t{125},
+                            int64_t{40000}}) {
         for (bool in_place : {false, true}) {
           std::string name = "all-reduce " + std::string(PrimitiveTypeName(tk.type)) + " " +
                              std::string(ReductionKindName(tk.kind)) + " n=" +
@@ -105,14 +108,19 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
     }
     const int64_t g = GroupSize(groups, n);
     for (int64_t dim = 0; dim < 3; ++dim) {
-      cases.push_back({"all-gather dim=" + std::to_string(dim) + " " + lname,
-                       [=](Communicator& c, int d, int, Bytes& out) {
-                         std::vector<int64_t> dims = {2, 3, 4};
-                         Bytes in = Values(PrimitiveType::S32, d, 24, 2);
-                         out.assign(in.size() * g, 0xEE);
-                         return c.AllGather(in.data(), out.data(), PrimitiveType::S32, dims,
-                                            dim, groups);
-                       }});
+      // {2,3,4}: inside the agreement envelope; {2,300,40}: MPI_Allgather.
+      for (int64_t scale : {1, 100}) {
+        cases.push_back({"all-gather dim=" + std::to_string(dim) + " x" +
+                             std::to_string(scale) + " " + lname,
+                         [=](Communicator& c, int d, int, Bytes& out) {
+                           std::vector<int64_t> dims = {2, 3 * scale, 4 * (scale > 1 ? 10 : 1)};
+                           const int64_t elems = dims[0] * dims[1] * dims[2];
+                           Bytes in = Values(PrimitiveType::S32, d, elems, 2);
+                           out.assign(in.size() * g, 0xEE);
+                           return c.AllGather(in.data(), out.data(), PrimitiveType::S32, dims,
+                                              dim, groups);
+                         }});
+      }
       cases.push_back({"reduce-scatter f32 dim=" + std::to_string(dim) + " " + lname,
                        [=](Communicator& c, int d, int, Bytes& out) {
                          std::vector<int64_t> dims = {2, 3, 2};
@@ -157,15 +165,18 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
   for (const auto& [pname, pairs] :
        std::vector<std::pair<std::string, SourceTargetPairs>>{{"ring", ring},
                                                               {"partial", partial}}) {
-    for (bool in_place : {false, true})
-      cases.push_back({"collective-permute " + pname + (in_place ? " in-place" : ""),
-                       [=](Communicator& c, int d, int, Bytes& out) {
-                         Bytes in = Values(PrimitiveType::F32, d, 9, 5);
-                         out.assign(in.size(), 0xEE);
-                         if (in_place) out = in;
-                         return c.CollectivePermute(in_place ? out.data() : in.data(),
-                                                    out.data(), PrimitiveType::F32, 9, pairs);
-                       }});
+    for (int64_t count : {9, 5000})  // inside the agreement envelope, and not
+      for (bool in_place : {false, true})
+        cases.push_back({"collective-permute " + pname + " n=" + std::to_string(count) +
+                             (in_place ? " in-place" : ""),
+                         [=](Communicator& c, int d, int, Bytes& out) {
+                           Bytes in = Values(PrimitiveType::F32, d, count, 5);
+                           out.assign(in.size(), 0xEE);
+                           if (in_place) out = in;
+                           return c.CollectivePermute(in_place ? out.data() : in.data(),
+                                                      out.data(), PrimitiveType::F32, count,
+                                                      pairs);
+                         }});
   }
   // A mismatch between devices must be an error on every device, on both
   // backends (the output is the error flag).
@@ -174,6 +185,17 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
                        float v[4] = {};
                        Status s = c.AllReduce(v, v, PrimitiveType::F32, d == 1 ? 2 : 4,
                                               ReductionKind::kAdd, {});
+                       out.assign(1, s.ok() ? 0 : 1);
+                       return Status::Ok();
+                     }});
+  // Small on one device, large on the others: the ranks would take different
+  // paths (envelope vs MPI_Allreduce) if the agreement did not stop them.
+  if (n > 1)
+    cases.push_back({"small vs large count mismatch is an error",
+                     [=](Communicator& c, int d, int, Bytes& out) {
+                       std::vector<float> v(40000);
+                       Status s = c.AllReduce(v.data(), v.data(), PrimitiveType::F32,
+                                              d == 1 ? 2 : 40000, ReductionKind::kAdd, {});
                        out.assign(1, s.ok() ? 0 : 1);
                        return Status::Ok();
                      }});

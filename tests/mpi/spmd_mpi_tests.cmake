@@ -52,3 +52,22 @@ add_test(NAME spmd_mpi_rank_failure
                  ${_mpi_dir}/two_way.hlo ${_mpi_work}/rank_failure)
 set_tests_properties(spmd_mpi_rank_failure PROPERTIES
                      LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
+
+# Faults (issue 6): a rank killed (SIGKILL) or frozen (SIGSTOP; caught by the
+# watchdog, MESHSPLIT_MPI_TIMEOUT) in the middle of a run, and ranks started
+# with different programs. Each must end every rank within 10 s, non-zero,
+# with a message, and leave no output files.
+foreach(mode kill stop)
+  add_test(NAME spmd_mpi_rank_${mode}
+           COMMAND sh ${_mpi_dir}/rank_fault.sh ${mode} $<TARGET_FILE:meshsplit>
+                   ${MPIEXEC_EXECUTABLE} ${_mpi_dir}/long_loop.hlo ${_mpi_work}/rank_${mode})
+  set_tests_properties(spmd_mpi_rank_${mode} PROPERTIES
+                       LABELS mpi TIMEOUT 90 ENVIRONMENT "${_mpi_env}")
+endforeach()
+foreach(case module partitions seed missing)
+  add_test(NAME spmd_mpi_different_${case}
+           COMMAND sh ${_mpi_dir}/different_programs.sh ${case} $<TARGET_FILE:meshsplit>
+                   ${MPIEXEC_EXECUTABLE} ${_mpi_work}/different_${case})
+  set_tests_properties(spmd_mpi_different_${case} PROPERTIES
+                       LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
+endforeach()
