@@ -14,13 +14,14 @@ namespace {
 struct ConformanceOptions {
   std::string dir;
   bool verbose = false;
+  PartitioningCliOptions partitioning;
 };
 
 int RunConformance(const ConformanceOptions& opts) {
   if (opts.dir.empty())
     return ReportError(Status::Error("conformance: missing DIR"));
   if (LooksLikePartitioningCorpus(opts.dir))
-    return RunPartitioningCorpus(opts.dir, opts.verbose);
+    return RunPartitioningCorpus(opts.dir, opts.verbose, opts.partitioning);
   auto summary = RunPropagationConformance(opts.dir);
   if (!summary.ok()) return ReportError(summary.status());
   for (const ConformanceCase& c : summary->cases) {
@@ -43,6 +44,11 @@ const bool registered = RegisterCommand(
       auto opts = std::make_shared<ConformanceOptions>();
       app->add_option("dir", opts->dir, "corpus directory");
       app->add_flag("-v,--verbose", opts->verbose, "also list passing cases");
+      app->add_option("--timeout", opts->partitioning.timeout_seconds,
+                      "partitioning corpora: CPU seconds per case (default 20)");
+      app->add_option("--max-memory", opts->partitioning.max_memory_gib,
+                      "partitioning corpora: skip cases whose estimated peak memory exceeds "
+                      "this many GiB (default 6)");
       return [opts]() { return RunConformance(*opts); };
     });
 

@@ -3,13 +3,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <string>
 
 #include "cli/command.h"
 #include "spmd/conformance_partitioning.h"
 
 namespace meshsplit::cli {
 
-int RunPartitioningCorpus(const std::string& dir, bool verbose) {
+int RunPartitioningCorpus(const std::string& dir, bool verbose,
+                          const PartitioningCliOptions& cli) {
   PartitioningConformanceOptions options;
   if (const char* f = std::getenv("MESHSPLIT_CONFORMANCE_FILTER")) options.filter = f;
   if (const char* t = std::getenv("MESHSPLIT_CONFORMANCE_TIMEOUT")) {
@@ -28,6 +31,11 @@ int RunPartitioningCorpus(const std::string& dir, bool verbose) {
     double v = std::atof(w);
     if (v >= 1) options.wall_factor = v;
   }
+  if (cli.timeout_seconds > 0) options.timeout_seconds = cli.timeout_seconds;
+  if (cli.max_memory_gib > 0) {
+    options.max_run_bytes = static_cast<int64_t>(cli.max_memory_gib * (int64_t{1} << 30));
+    options.child_memory_bytes = options.max_run_bytes + (int64_t{2} << 30);
+  }
   auto summary = RunPartitioningConformance(dir, options, [&](const PartitioningCaseResult& r) {
     switch (r.outcome) {
       case CaseOutcome::kPassed:
@@ -43,6 +51,11 @@ int RunPartitioningCorpus(const std::string& dir, bool verbose) {
     std::fflush(stdout);
   });
   if (!summary.ok()) return ReportError(summary.status());
+  std::map<std::string, int64_t> by_reason;
+  for (const PartitioningCaseResult& r : summary->cases)
+    if (r.outcome == CaseOutcome::kSkipped) by_reason[r.reason.empty() ? "other" : r.reason]++;
+  for (const auto& [reason, count] : by_reason)
+    std::printf("skipped (%s): %lld\n", reason.c_str(), static_cast<long long>(count));
   std::printf("%lld passed, %lld failed, %lld skipped\n",
               static_cast<long long>(summary->passed), static_cast<long long>(summary->failed),
               static_cast<long long>(summary->skipped));

@@ -7,14 +7,22 @@
 
 namespace meshsplit::cli {
 
+// Options of `meshsplit conformance` for partitioning corpora; <= 0 keeps the
+// runner's default (or the environment's).
+struct PartitioningCliOptions {
+  double timeout_seconds = 0;  // --timeout: CPU seconds per case
+  double max_memory_gib = 0;   // --max-memory: estimated peak per case, GiB
+};
+
 // Runs the partitioning corpus in `dir` (spmd/conformance_partitioning.h).
 // `verbose` also lists passing cases with their times. Environment:
 // MESHSPLIT_CONFORMANCE_FILTER (substring of case names to run) and
-// MESHSPLIT_CONFORMANCE_TIMEOUT (CPU seconds per case, default 20),
-// MESHSPLIT_CONFORMANCE_WALL_FACTOR (wall-clock backstop as a multiple of it,
-// default 4), MESHSPLIT_CONFORMANCE_SHARD ("i/n": every n-th case from the
-// i-th). Returns the
-// exit status: 0 when no case failed.
-int RunPartitioningCorpus(const std::string& dir, bool verbose);
+// MESHSPLIT_CONFORMANCE_TIMEOUT (CPU seconds per case, default 20; the
+// --timeout flag wins), MESHSPLIT_CONFORMANCE_WALL_FACTOR (wall-clock
+// backstop as a multiple of it, default 4), MESHSPLIT_CONFORMANCE_SHARD
+// ("i/n": every n-th case from the i-th). Ends with the skip counts per
+// reason. Returns the exit status: 0 when no case failed.
+int RunPartitioningCorpus(const std::string& dir, bool verbose,
+                          const PartitioningCliOptions& cli = {});
 
 }  // namespace meshsplit::cli

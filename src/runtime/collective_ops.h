@@ -4,6 +4,7 @@
 // single-device semantics itself (every group has one participant).
 #pragma once
 
+#include <optional>
 #include <vector>
 
 #include "ir/instruction.h"
@@ -38,6 +39,25 @@ class CollectiveOps {
   virtual StatusOr<Literal> CollectivePermute(const Instruction& instr,
                                               const std::vector<const Literal*>& operands,
                                               const EvalContext& ctx) = 0;
+};
+
+// Optional per-device behaviour for ops whose meaning is not a pure
+// function of their operands on one device: the SPMD custom-calls when an
+// unpartitioned module runs as N virtual devices (spmd/reference.h), and
+// infeed / outfeed. Without hooks the interpreter keeps its single-device
+// semantics (SPMD custom-calls are identities, infeed / outfeed refuse).
+class DeviceHooks {
+ public:
+  virtual ~DeviceHooks() = default;
+  // A custom-call: nullopt lets the interpreter handle it as usual.
+  virtual std::optional<StatusOr<Literal>> CustomCall(const Instruction& instr,
+                                                      const std::vector<const Literal*>& operands,
+                                                      const EvalContext& ctx) = 0;
+  // The (data, token) tuple an infeed returns.
+  virtual StatusOr<Literal> Infeed(const Instruction& instr, const EvalContext& ctx) = 0;
+  // Receives the data operand of an outfeed.
+  virtual Status Outfeed(const Instruction& instr, const Literal& data,
+                         const EvalContext& ctx) = 0;
 };
 
 }  // namespace meshsplit

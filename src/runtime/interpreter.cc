@@ -227,7 +227,9 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kCall: return EvalCall(k);
     case Opcode::kCustomCall: return EvalCustomCall(k);
     case Opcode::kOptimizationBarrier: case Opcode::kDomain: return EvalCopyLike(k);
-    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRngGetAndUpdateState:
+    case Opcode::kInfeed: return EvalInfeed(k);
+    case Opcode::kOutfeed: return EvalOutfeed(k);
+    case Opcode::kRngGetAndUpdateState:
       return NotSupported(instr);
     case Opcode::kRng: return EvalRng(k);
     case Opcode::kRngBitGenerator: return EvalRngBitGenerator(k);
@@ -262,6 +264,11 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
     stack.push_back(c.root());
     live.insert(c.root());
   }
+  // With a data sink, outfeeds are effects the caller observes: they run
+  // even when the root does not depend on them.
+  if (ctx_.hooks != nullptr)
+    for (const auto& i : c.instructions())
+      if (i->opcode() == Opcode::kOutfeed && live.insert(i.get()).second) stack.push_back(i.get());
   while (!stack.empty()) {
     const Instruction* i = stack.back();
     stack.pop_back();

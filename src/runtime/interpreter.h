@@ -35,6 +35,8 @@ struct EvalContext {
   CollectiveOps* collectives = nullptr;
   // Seed of the deterministic generator behind `rng`.
   uint64_t rng_seed = 42;
+  // Per-device custom-call / infeed / outfeed behaviour; nullptr = none.
+  DeviceHooks* hooks = nullptr;
 };
 
 // Evaluates `computation` with `args` bound to its parameters (moved in, so

@@ -109,6 +109,9 @@ StatusOr<Literal> EvalScatter(KernelArgs& k);
 StatusOr<Literal> EvalRng(KernelArgs& k);
 StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k);
 StatusOr<Literal> EvalCustomCall(KernelArgs& k);
+// Infeed / outfeed through EvalContext::hooks (an error without hooks).
+StatusOr<Literal> EvalInfeed(KernelArgs& k);
+StatusOr<Literal> EvalOutfeed(KernelArgs& k);
 StatusOr<Literal> EvalCollective(KernelArgs& k);
 
 // ---- helpers ---------------------------------------------------------------

@@ -1,10 +1,13 @@
 // Kernels of the remaining ops: rng and rng-bit-generator (deterministic,
-// seeded generators), the sharding custom-calls (identity on one device) and
+// counter-based generators), the sharding custom-calls (identity on one device) and
 // collectives, which go to EvalContext::collectives or, with none, follow the
 // single-device semantics (every group has one participant).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
+#include <string>
 
 #include "runtime/kernels.h"
 
@@ -41,6 +44,18 @@ StatusOr<Literal> IdentityCollective(KernelArgs& k) {
 
 }  // namespace
 
+// rng is counter-based: element i of instruction X draws from
+// SplitMix64(seed, hash(X's name), i), so the values do not depend on how
+// many other rng ops ran before, and a partitioned program whose rng keeps
+// the name and the whole shape (replicated / maximal) draws exactly the
+// unpartitioned values. (Every evaluation of X, e.g. each loop iteration,
+// draws the same values.)
+static uint64_t RngWord(uint64_t key, int64_t i, uint64_t stream) {
+  return SplitMix64(key ^ SplitMix64(static_cast<uint64_t>(i) * 2 + stream));
+}
+
+static double RngUnit(uint64_t word) { return static_cast<double>(word >> 11) * 0x1.0p-53; }
+
 StatusOr<Literal> EvalRng(KernelArgs& k) {
   const Instruction& instr = k.instr;
   PrimitiveType t = instr.shape().element_type();
@@ -49,29 +64,31 @@ StatusOr<Literal> EvalRng(KernelArgs& k) {
   double a = k.op(0).GetDouble(0), b = k.op(1).GetDouble(0);
   Literal out(instr.shape());
   int64_t n = out.element_count();
-  auto& gen = k.interp.rng();
+  const uint64_t key = SplitMix64(k.interp.ctx().rng_seed) ^ std::hash<std::string>()(instr.name());
   const std::string& dist = instr.attrs().rng_distribution;
   if (dist == "rng_normal") {
     if (!IsFloatingPoint(t)) return InstrError(instr, "rng_normal needs a floating-point type");
-    std::normal_distribution<double> nd(a, b);
-    for (int64_t i = 0; i < n; ++i) out.SetDouble(i, nd(gen));
+    for (int64_t i = 0; i < n; ++i) {
+      // Box-Muller on two independent words.
+      double u1 = 1.0 - RngUnit(RngWord(key, i, 0)), u2 = RngUnit(RngWord(key, i, 1));
+      out.SetDouble(i, a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
+    }
   } else if (dist == "rng_uniform" || dist.empty()) {
     if (IsFloatingPoint(t)) {
       if (!(a < b)) return InstrError(instr, "rng_uniform needs a < b");
-      std::uniform_real_distribution<double> ud(a, b);
       for (int64_t i = 0; i < n; ++i) {
-        double v = ud(gen);
-        out.SetDouble(i, v);
+        out.SetDouble(i, a + (b - a) * RngUnit(RngWord(key, i, 0)));
         // Rounding to a narrow type can land on b; keep the interval open.
         if (out.GetDouble(i) >= b) out.SetDouble(i, a);
       }
     } else if (IsInteger(t)) {
       int64_t lo = k.op(0).GetInt(0), hi = k.op(1).GetInt(0);
       if (!(lo < hi)) return InstrError(instr, "rng_uniform needs a < b");
-      std::uniform_int_distribution<int64_t> ud(lo, hi - 1);
-      for (int64_t i = 0; i < n; ++i) out.SetInt(i, ud(gen));
+      uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+      for (int64_t i = 0; i < n; ++i)
+        out.SetInt(i, static_cast<int64_t>(static_cast<uint64_t>(lo) + RngWord(key, i, 0) % span));
     } else if (t == PrimitiveType::PRED) {
-      for (int64_t i = 0; i < n; ++i) out.data<uint8_t>()[i] = gen() & 1;
+      for (int64_t i = 0; i < n; ++i) out.data<uint8_t>()[i] = RngWord(key, i, 0) & 1;
     } else {
       return InstrError(instr, "rng does not support this element type");
     }
@@ -111,8 +128,76 @@ StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
   return Literal::MakeTuple(std::move(outs));
 }
 
+// XLA's "TopK" custom-call: the k largest (comparator `compare(p0, p1),
+// direction=GT`) or smallest (LT) elements along the last dim and their
+// indices, ties in index order. Other comparators are refused.
+static StatusOr<Literal> EvalTopK(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  const Computation* cmp = instr.to_apply();
+  const Instruction* root = cmp ? cmp->root() : nullptr;
+  if (k.ops.size() != 1 || !instr.shape().IsTuple() || instr.shape().tuple_size() != 2 ||
+      root == nullptr || root->opcode() != Opcode::kCompare || root->operand_count() != 2 ||
+      root->operand(0)->opcode() != Opcode::kParameter ||
+      root->operand(1)->opcode() != Opcode::kParameter ||
+      root->operand(0)->attrs().parameter_number != 0 ||
+      root->operand(1)->attrs().parameter_number != 1 ||
+      !root->attrs().comparison_direction.has_value() ||
+      (*root->attrs().comparison_direction != ComparisonDirection::kGt &&
+       *root->attrs().comparison_direction != ComparisonDirection::kLt))
+    return InstrError(instr, "TopK needs one operand and a plain GT/LT comparator");
+  const bool largest = *root->attrs().comparison_direction == ComparisonDirection::kGt;
+  const Literal& in = k.op(0);
+  const Shape& vs = instr.shape().tuple_shapes(0);
+  const Shape& is = instr.shape().tuple_shapes(1);
+  if (in.shape().rank() < 1 || vs.rank() != in.shape().rank() || !vs.Compatible(Shape(in.element_type(), vs.dimensions())) ||
+      is.dimensions() != vs.dimensions() || is.element_type() != PrimitiveType::S32)
+    return InstrError(instr, "TopK result shapes do not match the operand");
+  const int64_t n = in.shape().dimensions().back(), top = vs.dimensions().back();
+  if (top > n) return InstrError(instr, "TopK takes more elements than the operand has");
+  const int64_t rows = n == 0 ? 0 : in.element_count() / n;
+  Shape vshape = vs, ishape = is;
+  vshape.clear_layout();
+  ishape.clear_layout();
+  Literal values(vshape), indices(ishape);
+  std::vector<int64_t> order(n);
+  const bool is_float = IsFloatingPoint(in.element_type());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t i = 0; i < n; ++i) order[i] = i;
+    auto key = [&](int64_t i) { return in.GetDouble(r * n + i); };
+    auto ikey = [&](int64_t i) { return in.GetInt(r * n + i); };
+    auto before = [&](int64_t a, int64_t b) {
+      if (is_float) {
+        double x = key(a), y = key(b);
+        if (x != y) return largest ? x > y : x < y;
+      } else {
+        int64_t x = ikey(a), y = ikey(b);
+        if (x != y) return largest ? x > y : x < y;
+      }
+      return a < b;
+    };
+    std::partial_sort(order.begin(), order.begin() + top, order.end(), before);
+    for (int64_t j = 0; j < top; ++j) {
+      if (is_float) values.SetDouble(r * top + j, key(order[j]));
+      else values.SetInt(r * top + j, ikey(order[j]));
+      indices.SetInt(r * top + j, order[j]);
+    }
+  }
+  std::vector<Literal> outs;
+  outs.push_back(std::move(values));
+  outs.push_back(std::move(indices));
+  return Literal::MakeTuple(std::move(outs));
+}
+
 StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
   const std::string& target = k.instr.attrs().custom_call_target;
+  if (DeviceHooks* hooks = k.interp.ctx().hooks) {
+    std::vector<const Literal*> ops(k.ops.begin(), k.ops.end());
+    std::optional<StatusOr<Literal>> r = hooks->CustomCall(k.instr, ops, k.interp.ctx());
+    if (r.has_value()) {
+      if (!r->ok() && !r->status().loc().known()) return InstrError(k.instr, r->status().message());
+      return std::move(*r);
+    }
+  }
   if (target == "Sharding" || target == "SPMDFullToShardShape" || target == "SPMDShardToFullShape") {
     if (k.ops.size() != 1) return InstrError(k.instr, "custom-call " + target + " takes one operand");
     if (!k.op(0).shape().Compatible(k.shape()))
@@ -121,7 +206,33 @@ StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
                                      ", which needs the SPMD partitioner");
     return CopyOf(k, 0);
   }
+  // Host offloading moves data between memories; its value is unchanged.
+  if ((target == "MoveToHost" || target == "MoveToDevice") && k.ops.size() == 1 &&
+      k.op(0).shape().Compatible(k.shape()))
+    return CopyOf(k, 0);
+  if (target == "TopK") return EvalTopK(k);
   return InstrError(k.instr, "custom-call target \"" + target + "\" is not supported by the interpreter");
+}
+
+StatusOr<Literal> EvalInfeed(KernelArgs& k) {
+  DeviceHooks* hooks = k.interp.ctx().hooks;
+  if (hooks == nullptr)
+    return InstrError(k.instr, "infeed is not supported by the interpreter without a data source");
+  StatusOr<Literal> r = hooks->Infeed(k.instr, k.interp.ctx());
+  if (!r.ok() && !r.status().loc().known()) return InstrError(k.instr, r.status().message());
+  if (r.ok() && !r->shape().Compatible(k.shape()))
+    return InstrError(k.instr, "infeed data source returned " + r->shape().ToString(false) +
+                                   ", expected " + k.shape().ToString(false));
+  return r;
+}
+
+StatusOr<Literal> EvalOutfeed(KernelArgs& k) {
+  DeviceHooks* hooks = k.interp.ctx().hooks;
+  if (hooks == nullptr || k.ops.empty())
+    return InstrError(k.instr, "outfeed is not supported by the interpreter without a data sink");
+  Status st = hooks->Outfeed(k.instr, k.op(0), k.interp.ctx());
+  if (!st.ok()) return st.loc().known() ? st : InstrError(k.instr, st.message());
+  return Literal(Shape::Token());
 }
 
 StatusOr<Literal> EvalCollective(KernelArgs& k) {

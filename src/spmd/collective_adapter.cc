@@ -84,9 +84,35 @@ StatusOr<int64_t> CollectiveAdapter::GroupSize(const Instruction& instr,
   return static_cast<int64_t>(m->members.size());
 }
 
+std::optional<StatusOr<Literal>> CollectiveAdapter::SingleReplica(
+    const Instruction& instr, const std::vector<const Literal*>& operands) {
+  if (!single_replica_ || instr.attrs().channel_id.has_value() ||
+      instr.attrs().use_global_device_ids)
+    return std::nullopt;
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    Status st = CheckArrayOperand(instr, operands[i], i);
+    if (!st.ok()) return StatusOr<Literal>(st);
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(operands[i]->shape()))
+      return StatusOr<Literal>(InstrError(
+          instr, "a cross-replica collective (no channel_id) with one replica must keep its "
+                 "operand's shape " + operands[i]->shape().ToString(false)));
+    if (instr.opcode() == Opcode::kCollectivePermute) {
+      bool self = false;
+      for (const auto& [src, dst] : instr.attrs().source_target_pairs) self |= src == 0 && dst == 0;
+      results.push_back(self ? *operands[i] : FreshResult(*rs));
+    } else {
+      results.push_back(*operands[i]);
+    }
+  }
+  return Package(instr, std::move(results));
+}
+
 StatusOr<Literal> CollectiveAdapter::AllReduce(const Instruction& instr,
                                                const std::vector<const Literal*>& operands,
                                                const EvalContext& ctx) {
+  if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   std::optional<ReductionKind> kind = ClassifyReduction(instr.to_apply());
   if (!kind.has_value())
     return InstrError(instr,
@@ -116,6 +142,7 @@ StatusOr<Literal> CollectiveAdapter::AllReduce(const Instruction& instr,
 StatusOr<Literal> CollectiveAdapter::AllGather(const Instruction& instr,
                                                const std::vector<const Literal*>& operands,
                                                const EvalContext& ctx) {
+  if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   if (instr.attrs().dimensions.size() != 1)
     return InstrError(instr, "all-gather needs exactly one dimension");
   int64_t dim = instr.attrs().dimensions[0];
@@ -147,6 +174,7 @@ StatusOr<Literal> CollectiveAdapter::AllGather(const Instruction& instr,
 StatusOr<Literal> CollectiveAdapter::ReduceScatter(const Instruction& instr,
                                                    const std::vector<const Literal*>& operands,
                                                    const EvalContext& ctx) {
+  if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   std::optional<ReductionKind> kind = ClassifyReduction(instr.to_apply());
   if (!kind.has_value())
     return InstrError(instr, "reduce-scatter computation is not a plain "
@@ -184,6 +212,7 @@ StatusOr<Literal> CollectiveAdapter::ReduceScatter(const Instruction& instr,
 StatusOr<Literal> CollectiveAdapter::AllToAll(const Instruction& instr,
                                               const std::vector<const Literal*>& operands,
                                               const EvalContext& ctx) {
+  if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   CommGroups groups = GroupsOf(instr);
   MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
   for (size_t i = 0; i < operands.size(); ++i)
@@ -238,6 +267,7 @@ StatusOr<Literal> CollectiveAdapter::AllToAll(const Instruction& instr,
 StatusOr<Literal> CollectiveAdapter::CollectivePermute(
     const Instruction& instr, const std::vector<const Literal*>& operands,
     const EvalContext& ctx) {
+  if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   const SourceTargetPairs& pairs = instr.attrs().source_target_pairs;
   std::vector<Literal> results;
   for (size_t i = 0; i < operands.size(); ++i) {

@@ -32,6 +32,15 @@ class CollectiveAdapter : public CollectiveOps {
  public:
   explicit CollectiveAdapter(Communicator& comm) : comm_(comm) {}
 
+  // XLA's reading of a collective without channel_id (and, for the
+  // reductions and gathers, without use_global_device_ids): it runs across
+  // replicas, and with one replica each group has this device alone, so it
+  // returns its operand (collective-permute: its operand if the pairs send
+  // replica 0 to itself, else zeros). Off by default: hand-written
+  // partitioned modules in tests omit channel ids and mean partitions. The
+  // partitioner always sets channel ids on the collectives it emits.
+  void set_single_replica(bool on) { single_replica_ = on; }
+
   StatusOr<Literal> AllReduce(const Instruction& instr,
                               const std::vector<const Literal*>& operands,
                               const EvalContext& ctx) override;
@@ -53,7 +62,13 @@ class CollectiveAdapter : public CollectiveOps {
   StatusOr<int64_t> GroupSize(const Instruction& instr, const CommGroups& groups,
                               bool require_equal_sizes);
 
+  // The single-replica result of a cross-replica collective (see
+  // set_single_replica); nullopt when the collective is cross-partition.
+  std::optional<StatusOr<Literal>> SingleReplica(const Instruction& instr,
+                                                 const std::vector<const Literal*>& operands);
+
   Communicator& comm_;
+  bool single_replica_ = false;
 };
 
 }  // namespace meshsplit

@@ -17,8 +17,10 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <unordered_map>
 
 #include "ir/computation.h"
+#include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
 
@@ -33,55 +35,42 @@ std::string Trim(std::string s) {
   return b == std::string::npos ? "" : s.substr(b, e - b + 1);
 }
 
-// Ops whose meaning in the unpartitioned module depends on the device it
-// runs on: the original has no single-device reference value.
-std::string DeviceDependentOp(const Module& m) {
-  for (const auto& c : m.computations())
-    for (const auto& i : c->instructions())
-      switch (i->opcode()) {
-        case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
-        case Opcode::kAllToAll: case Opcode::kCollectivePermute: case Opcode::kPartitionId:
-        case Opcode::kReplicaId:
-          return std::string(OpcodeName(i->opcode())) + " %" + i->name();
-        default:
-          break;
-      }
+int64_t ValueBytes(const Shape& s) { return s.ByteSize(); }
+
+// An rng / rng-bit-generator of the original whose partitioned counterpart
+// (same name) draws a different shape: a per-device (tiled) random stream
+// that cannot equal the whole run's values. "" if none.
+std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
+  for (const auto& c : original.computations())
+    for (const auto& i : c->instructions()) {
+      if (i->opcode() != Opcode::kRng && i->opcode() != Opcode::kRngBitGenerator) continue;
+      const Instruction* p = nullptr;
+      for (const auto& pc : partitioned.computations())
+        if (const Instruction* f = pc->Find(i->name())) {
+          if (f->opcode() == i->opcode()) p = f;
+        }
+      if (p == nullptr)
+        return "%" + i->name() + " has no same-named " + std::string(OpcodeName(i->opcode())) +
+               " in the partitioned module";
+      if (!p->shape().Compatible(i->shape()))
+        return "%" + i->name() + " draws " + p->shape().ToString(false) + " per device instead of " +
+               i->shape().ToString(false);
+    }
   return "";
 }
 
-// Values over this size make a case too large to run on this machine.
-constexpr int64_t kMaxValueBytes = int64_t{512} << 20;
-
-std::string OversizedValue(const Module& m, int64_t limit) {
+// A custom-call target of the original the interpreter has no meaning for
+// (an opaque backend op), "" if none.
+std::string OpaqueCustomCall(const Module& m) {
   for (const auto& c : m.computations())
-    for (const auto& i : c->instructions())
-      if (i->shape().IsArray() && i->shape().ByteSize() > limit)
-        return "%" + i->name() + " (" + i->shape().ToString(false) + ") needs " +
-               std::to_string(i->shape().ByteSize() >> 20) + " MiB, over the " +
-               std::to_string(limit >> 20) + " MiB limit";
-  return "";
-}
-
-bool Unsplittable(const Sharding& s) {
-  if (s.IsTuple()) {
-    for (const Sharding& e : s.tuple_elements())
-      if (Unsplittable(e)) return true;
-    return false;
-  }
-  return s.IsManual() || s.IsUnreduced() || s.IsUnknown() ||
-         (s.IsTiled() && (s.HasManualSubgroup() ||
-                          s.SubgroupSize(SubgroupType::kUnreduced) > 1));
-}
-
-// An entry parameter or root whose sharding the executor cannot split or
-// assemble, described; "" if none.
-std::string UnsplittableEntryValue(const Module& m) {
-  const Computation* e = m.entry();
-  std::vector<const Instruction*> values(e->parameters().begin(), e->parameters().end());
-  values.push_back(e->root());
-  for (const Instruction* v : values)
-    if (v != nullptr && v->has_sharding() && Unsplittable(*v->sharding()))
-      return "%" + v->name() + " has sharding " + v->sharding()->ToString(false);
+    for (const auto& i : c->instructions()) {
+      if (i->opcode() != Opcode::kCustomCall) continue;
+      const std::string& t = i->attrs().custom_call_target;
+      if (t == "Sharding" || t == "SPMDFullToShardShape" || t == "SPMDShardToFullShape" ||
+          t == "TopK" || t == "MoveToHost" || t == "MoveToDevice")
+        continue;
+      return "custom-call target \"" + t + "\" (%" + i->name() + ")";
+    }
   return "";
 }
 
@@ -89,12 +78,18 @@ std::string Outcome(CaseOutcome o) {
   return o == CaseOutcome::kPassed ? "pass" : o == CaseOutcome::kSkipped ? "skip" : "fail";
 }
 
-PartitioningCaseResult Make(const PartitioningCase& c, CaseOutcome o, std::string detail) {
+PartitioningCaseResult Make(const PartitioningCase& c, CaseOutcome o, std::string detail,
+                            std::string reason = "") {
   PartitioningCaseResult r;
   r.name = c.name;
   r.outcome = o;
   r.detail = std::move(detail);
+  r.reason = std::move(reason);
   return r;
+}
+
+PartitioningCaseResult Skip(const PartitioningCase& c, std::string reason, std::string detail) {
+  return Make(c, CaseOutcome::kSkipped, reason + ": " + detail, reason);
 }
 
 std::string OneLine(std::string s, size_t max_chars = 600) {
@@ -143,8 +138,8 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
                  static_cast<rlim_t>(options.child_memory_bytes)};
       setrlimit(RLIMIT_AS, &lim);
     }
-    PartitioningCaseResult r = RunPartitioningCase(c, options.seed);
-    std::string msg = Outcome(r.outcome) + "\t" + OneLine(r.detail, 4000);
+    PartitioningCaseResult r = RunPartitioningCase(c, options.seed, options.max_run_bytes);
+    std::string msg = Outcome(r.outcome) + "\t" + r.reason + "\t" + OneLine(r.detail, 4000);
     size_t off = 0;
     while (off < msg.size()) {
       ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
@@ -202,13 +197,19 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
                 "crashed with signal " + std::to_string(WTERMSIG(status)) + " (" +
                     strsignal(WTERMSIG(status)) + "): " + OneLine(child_err));
   size_t tab = data.find('\t');
-  if (tab == std::string::npos)
+  size_t tab2 = tab == std::string::npos ? tab : data.find('\t', tab + 1);
+  if (tab2 == std::string::npos) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0)
+      return Make(c, CaseOutcome::kFailed,
+                  "exited with status " + std::to_string(WEXITSTATUS(status)) + ": " +
+                      OneLine(child_err));
     return Make(c, CaseOutcome::kFailed, "child exited without a result");
+  }
   std::string o = data.substr(0, tab);
   CaseOutcome outcome = o == "pass"   ? CaseOutcome::kPassed
                         : o == "skip" ? CaseOutcome::kSkipped
                                       : CaseOutcome::kFailed;
-  return Make(c, outcome, data.substr(tab + 1));
+  return Make(c, outcome, data.substr(tab2 + 1), data.substr(tab + 1, tab2 - tab - 1));
 }
 
 }  // namespace
@@ -261,15 +262,43 @@ bool IsPartitioningCorpus(const std::string& dir) {
   return any_hlo && !ec;
 }
 
-PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed) {
+int64_t EstimatePeakBytes(const Computation& c) {
+  std::vector<Instruction*> order = c.MakePostOrder();
+  std::unordered_map<const Instruction*, size_t> last_use;
+  for (size_t k = 0; k < order.size(); ++k)
+    for (const Instruction* o : order[k]->operands()) last_use[o] = k;
+  int64_t live = 0, peak = 0;
+  for (const Instruction* i : order)
+    if (i->opcode() == Opcode::kParameter) live += ValueBytes(i->shape());
+  peak = live;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const Instruction* i = order[k];
+    if (i->opcode() == Opcode::kParameter) continue;
+    int64_t nested = 0;
+    for (const Computation* called : i->called_computations())
+      if (called != nullptr && called != &c) nested = std::max(nested, EstimatePeakBytes(*called));
+    int64_t bytes = ValueBytes(i->shape());
+    peak = std::max(peak, live + bytes + nested);
+    live += bytes;
+    for (const Instruction* o : i->operands()) {
+      auto it = last_use.find(o);
+      if (it != last_use.end() && it->second == k) {
+        live -= ValueBytes(o->shape());
+        last_use.erase(it);  // an operand used twice by one instruction dies once
+      }
+    }
+  }
+  return peak;
+}
+
+PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed,
+                                           int64_t max_run_bytes) {
   auto start = std::chrono::steady_clock::now();
   auto finish = [&](PartitioningCaseResult r) {
     r.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     return r;
   };
-  if (!c.opaque_ops.empty())
-    return finish(Make(c, CaseOutcome::kSkipped, "opaque ops: " + c.opaque_ops));
   std::ifstream in(c.path);
   std::stringstream buf;
   buf << in.rdbuf();
@@ -277,14 +306,12 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   static const std::regex kUnsupportedType(R"(\b(f8e[0-9a-z]+|f4e2m1fn|c64|c128)\[)");
   std::smatch m;
   if (std::regex_search(text, m, kUnsupportedType))
-    return finish(Make(c, CaseOutcome::kSkipped,
-                       "element type " + m[1].str() + " is not supported by the interpreter"));
+    return finish(Skip(c, "element type",
+                       m[1].str() + " is not supported by the interpreter"));
   StatusOr<std::unique_ptr<Module>> module = ParseModuleText(text);
   if (!module.ok())
     return finish(Make(c, CaseOutcome::kFailed, "parse: " + module.status().ToString()));
   Module& mod = **module;
-  if (std::string big = OversizedValue(mod, kMaxValueBytes); !big.empty())
-    return finish(Make(c, CaseOutcome::kSkipped, "too large to run: " + big));
   if (!c.expect_error.empty()) {
     std::string stage;
     StatusOr<std::unique_ptr<Module>> p =
@@ -301,20 +328,41 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
       PropagateAndPartition(mod, c.num_partitions, c.propagate, /*strict=*/false, &stage);
   if (!partitioned.ok())
     return finish(Make(c, CaseOutcome::kFailed, stage + ": " + partitioned.status().ToString()));
-  std::string dev_op = DeviceDependentOp(mod);
-  if (!dev_op.empty())
-    return finish(Make(c, CaseOutcome::kSkipped,
-                       "partitioned OK, not run: the original uses " + dev_op +
-                           ", so it has no single-device reference value"));
-  std::string unsplittable = UnsplittableEntryValue(mod);
-  if (!unsplittable.empty())
-    return finish(Make(c, CaseOutcome::kSkipped,
-                       "partitioned OK, not run: " + unsplittable +
-                           " (the executor cannot split or assemble manual/unreduced values)"));
+  if (std::string op = OpaqueCustomCall(mod); !op.empty())
+    return finish(Skip(c, "opaque custom-call",
+                       "partitioned OK, not run: " + op + " has no meaning in the interpreter"));
+  if (std::string rnd = PerDeviceRandom(mod, **partitioned); !rnd.empty())
+    return finish(Skip(c, "per-device random values",
+                       "partitioned OK, not run: " + rnd +
+                           ", so its values cannot equal the whole run's"));
+  // The whole run lives in this process: the reference (once, or on every
+  // device when it needs the N-device semantics), the N partitions, and
+  // the inputs of both.
+  const bool per_device = !DeviceReferenceReason(mod).empty();
+  const Computation& oe = *mod.entry();
+  const Computation& pe = *(*partitioned)->entry();
+  int64_t ref_peak = EstimatePeakBytes(oe), part_peak = EstimatePeakBytes(pe);
+  int64_t input_bytes = 0, local_input_bytes = 0;
+  for (const Instruction* p : oe.parameters()) input_bytes += ValueBytes(p->shape());
+  for (const Instruction* p : pe.parameters()) local_input_bytes += ValueBytes(p->shape());
+  const int64_t n = c.num_partitions;
+  const int64_t ref_copies = per_device ? n : 1;
+  const int64_t estimate = ref_copies * (ref_peak + input_bytes) +
+                           n * (part_peak + local_input_bytes) +
+                           2 * ValueBytes(oe.root()->shape());
+  if (estimate > max_run_bytes) {
+    std::ostringstream os;
+    os << "partitioned OK, not run: the run needs about " << (estimate >> 20)
+       << " MiB (original peak " << (ref_peak >> 20) << " MiB x " << ref_copies << ", "
+       << n << " partitions x " << (part_peak >> 20) << " MiB), over the "
+       << (max_run_bytes >> 20) << " MiB limit";
+    return finish(Skip(c, "too large", os.str()));
+  }
   VerifyOptions options;
   options.num_partitions = c.num_partitions;
   options.seed = seed;
   options.propagate = c.propagate;
+  options.max_probe_bytes = std::max<int64_t>(0, max_run_bytes - estimate);
   VerifyResult r;
   try {
     r = VerifyPartitioned(mod, **partitioned, options);
@@ -322,16 +370,17 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     r.status = "too-large";
     r.message = "out of memory";
   }
-  if (r.ok()) return finish(Make(c, CaseOutcome::kPassed, ""));
-  if (r.message.find("std::bad_alloc") != std::string::npos)
-    return finish(Make(c, CaseOutcome::kSkipped,
-                       "too large to run: out of memory with " +
-                           std::to_string(c.num_partitions) + " devices in one process"));
-  if (r.status == "too-large")
-    return finish(Make(c, CaseOutcome::kSkipped, "too large to run: " + r.message));
+  if (r.ok()) return finish(Make(c, CaseOutcome::kPassed, r.reference_reason.empty() ? "" :
+                                 "against the " + std::to_string(n) + "-device reference (" +
+                                 r.reference_reason + ")"));
+  if (r.message.find("std::bad_alloc") != std::string::npos || r.status == "too-large")
+    return finish(Skip(c, "too large",
+                       "out of memory with " + std::to_string(c.num_partitions) +
+                           " devices in one process (estimated " +
+                           std::to_string(estimate >> 20) + " MiB)"));
   if (r.status == "reference")
-    return finish(Make(c, CaseOutcome::kSkipped,
-                       "the interpreter cannot run the original: " + r.message));
+    return finish(Skip(c, "interpreter cannot run the original",
+                       OneLine(r.message)));
   std::string detail = r.status + ": " + r.message;
   if (!r.divergent_instruction.empty())
     detail += " [first diverging: %" + r.divergent_instruction + ": " + r.divergence_detail +
@@ -363,7 +412,8 @@ StatusOr<PartitioningSummary> RunPartitioningConformance(
     } else {
       if (!options.filter.empty() && c->name.find(options.filter) == std::string::npos) continue;
       auto start = std::chrono::steady_clock::now();
-      r = options.isolate ? RunIsolated(*c, options) : RunPartitioningCase(*c, options.seed);
+      r = options.isolate ? RunIsolated(*c, options)
+                          : RunPartitioningCase(*c, options.seed, options.max_run_bytes);
       r.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }

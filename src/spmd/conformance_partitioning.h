@@ -5,10 +5,13 @@
 // (spmd/verify.h). Each case runs in a forked child with a time limit, so a
 // hang or crash fails that case only. Cases are partitioned first (errors and
 // crashes there always count as failures); then cases the executor cannot
-// judge are skipped with the reason: opaque ops, element types the
-// interpreter refuses (f8, c64), originals with collectives / partition-id
-// (no single-device meaning), manual or unreduced entry values, values over
-// 512 MiB.
+// judge are skipped with a reason: element types the interpreter refuses
+// (f8, c64), ops or custom-call targets it cannot run, random values the
+// partitioned program draws per device (tiled rng), and runs whose
+// estimated peak memory (original + N partitions in one process) exceeds
+// the limit. Originals with manual regions, collectives, partition-id,
+// manual / unreduced entry values, infeed or outfeed are verified against
+// the N-device reference run (spmd/reference.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/computation.h"
 #include "support/status.h"
 
 namespace meshsplit {
@@ -43,6 +47,7 @@ struct PartitioningCaseResult {
   std::string name;
   CaseOutcome outcome = CaseOutcome::kFailed;
   std::string detail;  // why it failed or was skipped
+  std::string reason;  // skipped: a short category ("too large", "element type", ...)
   double seconds = 0;
 };
 
@@ -65,6 +70,9 @@ struct PartitioningConformanceOptions {
   int64_t shard = 0, num_shards = 1;
   // Wall-clock backstop as a multiple of timeout_seconds.
   double wall_factor = 4;
+  // Skip cases whose estimated peak memory (reference run + N partitions +
+  // inputs, one process) exceeds this.
+  int64_t max_run_bytes = int64_t{6} << 30;
 };
 
 struct PartitioningSummary {
@@ -73,7 +81,13 @@ struct PartitioningSummary {
 };
 
 // Runs one case in-process.
-PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed);
+PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed,
+                                           int64_t max_run_bytes = int64_t{6} << 30);
+
+// Estimated peak bytes of live values while the interpreter evaluates `c`
+// (values die after their last use; nested computations add their own
+// peak). An upper bound for the entry of a module.
+int64_t EstimatePeakBytes(const Computation& c);
 
 // Runs every case of `dir` in name order. `on_case` (optional) sees each
 // result as soon as it is known.

@@ -317,10 +317,14 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
   std::vector<Literal> results(num_devices);
   Status st = RunOnThreads(static_cast<int>(num_devices), [&](int d, Communicator& comm) {
     CollectiveAdapter adapter(comm);
+    adapter.set_single_replica(options.single_replica_collectives);
+    std::unique_ptr<DeviceHooks> hooks;
+    if (options.make_hooks) hooks = options.make_hooks(d, comm);
     EvalContext ctx;
     ctx.partition_id = d;
     ctx.replica_id = 0;
     ctx.collectives = &adapter;
+    ctx.hooks = hooks.get();
     StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args[d]), ctx);
     if (!r.ok()) {
       Status s = r.status();

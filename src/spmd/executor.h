@@ -7,10 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <vector>
 
 #include "ir/literal.h"
+#include "collectives/collectives.h"
 #include "ir/module.h"
+#include "runtime/collective_ops.h"
 #include "sharding/sharding.h"
 #include "support/status.h"
 
@@ -59,6 +63,12 @@ struct SpmdRunOptions {
   // OpenBLAS threads while the devices run (restored afterwards); one per
   // device keeps N devices from oversubscribing the cores. 0 = leave alone.
   int blas_threads_per_device = 1;
+  // XLA's single-replica reading of collectives without channel_id
+  // (CollectiveAdapter::set_single_replica).
+  bool single_replica_collectives = false;
+  // Makes device d's hooks (custom-calls, infeed, outfeed) for RunOnDevices;
+  // none when empty.
+  std::function<std::unique_ptr<DeviceHooks>(int64_t device, Communicator& comm)> make_hooks;
 };
 
 // Runs `partitioned`'s entry on `num_devices` devices with per-device

@@ -15,12 +15,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 
 #include "ir/computation.h"
 #include "ir/verifier.h"
 #include "runtime/interpreter.h"
+#include "spmd/device_layout.h"
 #include "spmd/executor.h"
+#include "spmd/reference.h"
 
 #if defined(MESHSPLIT_HAVE_PARTITIONER) && __has_include("partitioner/partitioner.h")
 #include "partitioner/partitioner.h"
@@ -34,31 +37,7 @@
 namespace meshsplit {
 namespace {
 
-void FillRandom(Literal& lit, std::mt19937_64& rng) {
-  if (lit.shape().IsTuple()) {
-    for (Literal& e : lit.elements()) FillRandom(e, rng);
-    return;
-  }
-  if (!lit.shape().IsArray()) return;
-  PrimitiveType t = lit.element_type();
-  int64_t n = lit.element_count();
-  if (t == PrimitiveType::F16 || t == PrimitiveType::BF16 || t == PrimitiveType::F32 ||
-      t == PrimitiveType::F64) {
-    std::uniform_real_distribution<double> d(-1.0, 1.0);
-    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, d(rng));
-  } else if (t == PrimitiveType::PRED) {
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, static_cast<int64_t>(rng() & 1));
-  } else if (IsSignedInteger(t) && ByteWidth(t) >= 1 && t != PrimitiveType::S2 &&
-             t != PrimitiveType::S4) {
-    std::uniform_int_distribution<int64_t> d(-4, 4);
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, d(rng));
-  } else if (IsUnsignedInteger(t) && t != PrimitiveType::U2 && t != PrimitiveType::U4) {
-    std::uniform_int_distribution<int64_t> d(0, 8);
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, d(rng));
-  }
-  // Other types (complex, f8, sub-byte) stay zero; the interpreter refuses
-  // most of them anyway.
-}
+void FillRandom(Literal& lit, std::mt19937_64& rng) { FillRandomValues(lit, rng); }
 
 double Epsilon(PrimitiveType t) {
   switch (t) {
@@ -252,6 +231,15 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
     part_values.push_back(p);
     shardings.push_back(s);
   }
+  int64_t probe_bytes = 0;
+  for (size_t i = 0; i < orig_values.size(); ++i)
+    probe_bytes += orig_values[i]->shape().ByteSize() +
+                   options.num_partitions * part_values[i]->shape().ByteSize();
+  if (probe_bytes > options.max_probe_bytes) {
+    result.divergence_detail = "not located: probing every value would need " +
+                               std::to_string(probe_bytes >> 20) + " MiB";
+    return;
+  }
   if (orig_values.empty()) {
     result.divergence_detail =
         "no instruction of the original entry has a same-named counterpart with its tile "
@@ -300,6 +288,204 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   }
   result.divergence_detail = "all " + std::to_string(orig_values.size()) +
                              " same-named intermediate values agree";
+}
+
+// Flattens the array leaves of a value (tuples depth-first).
+void Leaves(const Literal& v, std::vector<const Literal*>& out) {
+  if (v.shape().IsTuple()) {
+    for (const Literal& e : v.elements()) Leaves(e, out);
+    return;
+  }
+  out.push_back(&v);
+}
+
+void LeafShapes(const Shape& s, std::vector<Shape>& out) {
+  if (s.IsTuple()) {
+    for (const Shape& e : s.tuple_shapes()) LeafShapes(e, out);
+    return;
+  }
+  out.push_back(s);
+}
+
+// Compares one logical value: `ref[d]` is device d's reference value (whole
+// per manual group), `got[d]` its partitioned local value laid out by
+// `sharding`. Fills `result` on the first problem and returns false.
+bool CompareLogical(const Shape& shape, const Sharding& sharding,
+                    const std::vector<const Literal*>& ref, const std::vector<const Literal*>& got,
+                    const std::string& what, const CompareOptions& copts, VerifyResult& result) {
+  const size_t n = ref.size();
+  std::vector<Shape> shapes;
+  LeafShapes(shape, shapes);
+  std::vector<Sharding> shardings = LeafShardings(shape, sharding);
+  std::vector<std::vector<const Literal*>> ref_leaves(n), got_leaves(n);
+  for (size_t d = 0; d < n; ++d) {
+    Leaves(*ref[d], ref_leaves[d]);
+    Leaves(*got[d], got_leaves[d]);
+    if (ref_leaves[d].size() != shapes.size() || got_leaves[d].size() != shapes.size()) {
+      result.status = "assemble";
+      result.message = what + ": device " + std::to_string(d) + " returned " +
+                       got[d]->shape().ToString(false) + ", expected the structure of " +
+                       shape.ToString(false);
+      return false;
+    }
+  }
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    if (!shapes[i].IsArray()) continue;
+    std::string leaf = shapes.size() > 1 ? what + "{" + std::to_string(i) + "}" : what;
+    std::vector<const Literal*> parts(n);
+    for (size_t d = 0; d < n; ++d) parts[d] = got_leaves[d][i];
+    // The reference first: devices of one manual group must agree on the
+    // original's value, else it has no logical value to compare against
+    // (e.g. partition-id outside a manual region).
+    StatusOr<std::vector<DevicePlace>> places =
+        PlaceDevices(shardings[i], shapes[i].dimensions(), static_cast<int64_t>(n));
+    if (!places.ok()) {
+      result.status = "assemble";
+      result.message = leaf + ": " + places.status().message();
+      return false;
+    }
+    std::map<int64_t, size_t> first_in_group;
+    for (size_t d = 0; d < n; ++d) {
+      auto [it, fresh] = first_in_group.emplace((*places)[d].manual_group, d);
+      if (fresh || ref_leaves[d][i]->BitwiseEqual(*ref_leaves[it->second][i])) continue;
+      result.status = "reference";
+      result.message = "the original's " + leaf + " differs between devices " +
+                       std::to_string(it->second) + " and " + std::to_string(d) +
+                       ", which share it under " + shardings[i].ToString(false);
+      return false;
+    }
+    StatusOr<GroupValues> g = AssembleGroups(parts, shapes[i], shardings[i]);
+    if (!g.ok()) {
+      result.status = "assemble";
+      result.message = leaf + ": " + g.status().message();
+      return false;
+    }
+    for (size_t j = 0; j < g->values.size(); ++j) {
+      const int64_t d0 = g->first_device[j];
+      std::string name = g->values.size() > 1
+                             ? leaf + " (manual group of device " + std::to_string(d0) + ")"
+                             : leaf;
+      Comparison c = CompareValues(*ref_leaves[d0][i], g->values[j], name, copts);
+      result.max_abs_error = std::max(result.max_abs_error, c.max_abs_error);
+      result.max_rel_error = std::max(result.max_rel_error, c.max_rel_error);
+      if (!c.ok) {
+        result.status = "mismatch";
+        result.message = c.first_mismatch + " (" + std::to_string(c.mismatches) +
+                         " elements differ)";
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+// Verification against the N-device reference run (spmd/reference.h).
+VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const VerifyOptions& options,
+                             const CompareOptions& copts, VerifyResult result) {
+  const int64_t n = options.num_partitions;
+  StatusOr<DeviceInputs> inputs =
+      MakeDeviceInputs(*original.entry(), *partitioned.entry(), n, options.seed);
+  if (!inputs.ok()) {
+    result.status = "spmd";
+    result.message = inputs.status().ToString();
+    return result;
+  }
+  FeedState ref_feeds(original, n, options.seed, /*reference=*/true);
+  FeedState part_feeds(original, n, options.seed, /*reference=*/false);
+  StatusOr<std::vector<Literal>> ref = RunOnDevices(
+      original, std::move(inputs->reference), n, ReferenceRunOptions(&ref_feeds, true));
+  if (!ref.ok()) {
+    result.status = "reference";
+    result.message = "on " + std::to_string(n) + " devices: " + ref.status().ToString();
+    return result;
+  }
+  StatusOr<std::vector<Literal>> got = RunOnDevices(
+      partitioned, std::move(inputs->partitioned), n, ReferenceRunOptions(&part_feeds, false));
+  if (!got.ok()) {
+    result.status = "spmd";
+    result.message = got.status().ToString();
+    return result;
+  }
+  std::vector<const Literal*> ref_ptrs, got_ptrs;
+  for (int64_t d = 0; d < n; ++d) {
+    ref_ptrs.push_back(&(*ref)[d]);
+    got_ptrs.push_back(&(*got)[d]);
+  }
+  const Instruction* proot = partitioned.entry()->root();
+  if (!CompareLogical(original.entry()->root()->shape(), ShardingOrReplicated(*proot), ref_ptrs,
+                      got_ptrs, "out", copts, result))
+    return result;
+  // Outfeeds: the k-th call of each outfeed, per device, laid out by the
+  // original outfeed's sharding.
+  std::map<std::string, const Instruction*> outfeeds;
+  for (const auto& c : original.computations())
+    for (const auto& i : c->instructions())
+      if (i->opcode() == Opcode::kOutfeed) outfeeds.emplace(i->name(), i.get());
+  for (const auto& [name, instr] : outfeeds) {
+    auto calls = [&](const FeedState& f, int64_t d) {
+      std::vector<const Literal*> v;
+      for (const FeedState::Record& r : f.outfeeds()[d])
+        if (r.name == name) v.push_back(&r.data);
+      return v;
+    };
+    if (instr->operand_count() < 1) continue;
+    const Shape& data_shape = instr->operand(0)->shape();
+    Sharding s = ShardingOrReplicated(*instr);
+    if (s.IsTuple()) {
+      // An outfeed's own sharding covers (data leaves..., token).
+      std::vector<Shape> ls;
+      LeafShapes(data_shape, ls);
+      std::vector<Sharding> data_leaves(
+          s.tuple_elements().begin(),
+          s.tuple_elements().begin() + std::min(ls.size(), s.tuple_elements().size()));
+      s = data_shape.IsTuple() ? Sharding::Tuple(data_leaves)
+                               : (data_leaves.empty() ? Sharding::Replicate() : data_leaves[0]);
+    }
+    std::vector<Sharding> data_leaf_shardings = LeafShardings(data_shape, s);
+    size_t count = calls(ref_feeds, 0).size();
+    for (size_t k = 0; k < count; ++k) {
+      std::vector<const Literal*> r(n), g(n);
+      Literal missing(Shape::Token());
+      for (int64_t d = 0; d < n; ++d) {
+        std::vector<const Literal*> rc = calls(ref_feeds, d), gc = calls(part_feeds, d);
+        r[d] = k < rc.size() ? rc[k] : &missing;
+        g[d] = k < gc.size() ? gc[k] : &missing;
+        if (k >= rc.size()) {
+          result.status = "reference";
+          result.message = "device " + std::to_string(d) + " made fewer outfeeds %" + name;
+          return result;
+        }
+      }
+      // Devices that hold nothing of a maximal outfeed need not outfeed.
+      bool ok = true;
+      for (int64_t d = 0; d < n && ok; ++d) {
+        if (g[d] != &missing) continue;
+        bool needed = false;
+        for (const Sharding& ls : data_leaf_shardings)
+          needed |= !(ls.IsMaximal() && ls.device() != d);
+        if (needed) {
+          result.status = "mismatch";
+          result.message = "device " + std::to_string(d) + " of the partitioned program made " +
+                           std::to_string(calls(part_feeds, d).size()) + " outfeeds %" + name +
+                           ", the original " + std::to_string(count);
+          return result;
+        }
+        g[d] = r[d];  // placeholder of the right structure, never read
+      }
+      if (!CompareLogical(data_shape, s, r, g, "outfeed %" + name + "#" + std::to_string(k),
+                          copts, result))
+        return result;
+    }
+    for (int64_t d = 0; d < n; ++d)
+      if (calls(part_feeds, d).size() > count) {
+        result.status = "mismatch";
+        result.message = "device " + std::to_string(d) + " of the partitioned program made " +
+                         std::to_string(calls(part_feeds, d).size()) + " outfeeds %" + name +
+                         ", the original " + std::to_string(count);
+        return result;
+      }
+  }
+  return result;
 }
 
 }  // namespace
@@ -414,6 +600,9 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
     result.message = "module has no entry computation";
     return result;
   }
+  result.reference_reason = DeviceReferenceReason(original);
+  if (!result.reference_reason.empty())
+    return VerifyPerDevice(original, partitioned, options, copts, result);
   std::vector<Literal> inputs = RandomInputs(*original.entry(), options.seed);
   StatusOr<Literal> ref = EvaluateModule(original, inputs);
   if (!ref.ok()) {
@@ -427,8 +616,10 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
     result.message = args.status().ToString();
     return result;
   }
+  SpmdRunOptions run_options;
+  run_options.single_replica_collectives = true;
   StatusOr<std::vector<Literal>> per_device =
-      RunOnDevices(partitioned, std::move(args).value(), n);
+      RunOnDevices(partitioned, std::move(args).value(), n, run_options);
   if (!per_device.ok()) {
     result.status = "spmd";
     result.message = per_device.status().ToString();

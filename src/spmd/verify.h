@@ -62,6 +62,9 @@ struct VerifyOptions {
   // Refuse (status "too-large") modules with an entry value bigger than
   // this, instead of running out of memory.
   int64_t max_value_bytes = int64_t{1} << 30;
+  // Skip locating a divergence when keeping every probed value alive at
+  // once (original + N partitions) would need more than this.
+  int64_t max_probe_bytes = int64_t{2} << 30;
   CompareOptions compare;
 };
 
@@ -81,6 +84,9 @@ struct VerifyResult {
   // empty when none could be compared. See docs in verify.cc.
   std::string divergent_instruction;
   std::string divergence_detail;
+  // Non-empty when the original needed the N-device reference run
+  // (spmd/reference.h): what made it device-dependent.
+  std::string reference_reason;
   bool ok() const { return status == "ok"; }
 };
 
