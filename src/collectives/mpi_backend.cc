@@ -105,7 +105,7 @@ MPI_Datatype OrderFreeType(PrimitiveType type, ReductionKind kind, MPI_Op* op) {
 
 // All-reduces above this size use reduce-scatter + all-gather so that each
 // rank folds only 1/G of the elements.
-constexpr int64_t kSlicedAllReduceBytes = 64 * 1024;
+constexpr int64_t kSlicedAllReduceBytes = 256 * 1024;
 
 // Shared state of MpiWait and its watchdog thread. Leaked on purpose: the
 // watchdog must keep watching MPI_Finalize, which runs during static
@@ -265,30 +265,44 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                               const void* payload, int64_t inline_bytes) {
   if (!check_agreement_) return local;  // a local error then stops only us
   unsigned char mine[kEnvelopeBytes] = {};
-  const int64_t failed = local.ok() ? 0 : 1;
-  std::memcpy(mine, &signature, 8);
-  std::memcpy(mine + 8, &failed, 8);
+  // Signatures are odd, so 0 can mean "failed here".
+  const uint64_t word = local.ok() ? (signature | 1) : 0;
+  std::memcpy(mine, &word, 8);
   if (payload != nullptr && inline_bytes > 0)
-    std::memcpy(mine + 16, payload, std::min(inline_bytes, kInlineBytes));
+    std::memcpy(mine + 8, payload, std::min(inline_bytes, kInlineBytes));
   envelopes_.resize(size_ * kEnvelopeBytes);
   MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
                 MPI_COMM_WORLD);
   if (!local.ok()) return local;
-  for (int64_t d = 0; d < size_; ++d) {
-    int64_t f = 0;
-    std::memcpy(&f, envelopes_.data() + d * kEnvelopeBytes + 8, 8);
-    if (f)
+  auto word_of = [&](int64_t d) {
+    uint64_t w = 0;
+    std::memcpy(&w, envelopes_.data() + d * kEnvelopeBytes, 8);
+    return w;
+  };
+  for (int64_t d = 0; d < size_; ++d)
+    if (word_of(d) == 0)
       return Status::Error("a collective failed on device " + std::to_string(d) +
                            " (bad arguments there)");
-  }
-  for (int64_t d = 0; d < size_; ++d) {
-    uint64_t sig = 0;
-    std::memcpy(&sig, envelopes_.data() + d * kEnvelopeBytes, 8);
-    if (sig != signature)
+  for (int64_t d = 0; d < size_; ++d)
+    if (word_of(d) != word)
       return Status::Error("devices disagree on a collective: device " +
                            std::to_string(d) + "'s arguments differ from device " +
                            std::to_string(rank_) + "'s");
+  return Status::Ok();
+}
+
+Status MpiCommunicator::Membership(const CommGroups& groups, std::string_view op,
+                                   bool require_equal_sizes, const GroupMembership** out) {
+  auto it = memberships_.find(groups);
+  if (it == memberships_.end() || (require_equal_sizes && !it->second.equal_sizes)) {
+    // First use (or a size check this list has not passed): validate.
+    MS_ASSIGN_OR_RETURN(GroupMembership m,
+                        FindGroup(groups, size_, rank_, op, require_equal_sizes));
+    bool equal = true;
+    for (const auto& g : groups) equal = equal && g.size() == groups[0].size();
+    it = memberships_.insert_or_assign(groups, CachedMembership{std::move(m), equal}).first;
   }
+  *out = &it->second.membership;
   return Status::Ok();
 }
 
@@ -321,11 +335,8 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok() && count < 0) local = Status::Error("all-reduce: negative element count");
-  StatusOr<GroupMembership> found(GroupMembership{});
-  if (local.ok()) {
-    found = FindGroup(groups, size_, rank_, "all-reduce", false);
-    if (!found.ok()) local = found.status();
-  }
+  const GroupMembership* found = nullptr;
+  if (local.ok()) local = Membership(groups, "all-reduce", false, &found);
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   if (local.ok()) local = CheckBytes(count * w * g, "all-reduce");
   const int64_t bytes = local.ok() ? count * w : 0;
@@ -342,7 +353,8 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
     if (input != output) std::memmove(output, input, bytes);
     return Status::Ok();
   }
-  std::vector<const void*> inputs(g);
+  std::vector<const void*>& inputs = inputs_;
+  inputs.resize(g);
   if (inlined) {  // every contribution came with the agreement
     for (int64_t k = 0; k < g; ++k) inputs[k] = Inline(found->members[k]);
     ReduceInOrder(kind, type, inputs, output, count);
@@ -397,11 +409,8 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
   MpiWait wait("all-gather");
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, dimension, "all-gather", "all_gather_dimension");
-  StatusOr<GroupMembership> found(GroupMembership{});
-  if (local.ok()) {
-    found = FindGroup(groups, size_, rank_, "all-gather", true);
-    if (!found.ok()) local = found.status();
-  }
+  const GroupMembership* found = nullptr;
+  if (local.ok()) local = Membership(groups, "all-gather", true, &found);
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
   if (local.ok()) local = CheckBytes(elems * w * g, "all-gather");
@@ -449,11 +458,8 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok()) local = CheckDims(dims, dimension, "reduce-scatter", "scatter_dimension");
-  StatusOr<GroupMembership> found(GroupMembership{});
-  if (local.ok()) {
-    found = FindGroup(groups, size_, rank_, "reduce-scatter", true);
-    if (!found.ok()) local = found.status();
-  }
+  const GroupMembership* found = nullptr;
+  if (local.ok()) local = Membership(groups, "reduce-scatter", true, &found);
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   if (local.ok() && dims[dimension] % g != 0)
     local = Status::Error("reduce-scatter: dimension " + std::to_string(dimension) +
@@ -500,11 +506,8 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, split_dimension, "all-to-all", "split_dimension");
   if (local.ok()) local = CheckDims(dims, concat_dimension, "all-to-all", "concat_dimension");
-  StatusOr<GroupMembership> found(GroupMembership{});
-  if (local.ok()) {
-    found = FindGroup(groups, size_, rank_, "all-to-all", true);
-    if (!found.ok()) local = found.status();
-  }
+  const GroupMembership* found = nullptr;
+  if (local.ok()) local = Membership(groups, "all-to-all", true, &found);
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   if (local.ok() && dims[split_dimension] % g != 0)
     local = Status::Error("all-to-all: split dimension " + std::to_string(split_dimension) +
@@ -554,11 +557,8 @@ Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
   const int64_t w = ByteWidth(type);
   Status local;
   if (count < 0) local = Status::Error("all-to-all: negative element count");
-  StatusOr<GroupMembership> found(GroupMembership{});
-  if (local.ok()) {
-    found = FindGroup(groups, size_, rank_, "all-to-all", true);
-    if (!found.ok()) local = found.status();
-  }
+  const GroupMembership* found = nullptr;
+  if (local.ok()) local = Membership(groups, "all-to-all", true, &found);
   const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
   if (local.ok() && (static_cast<int64_t>(inputs.size()) != g ||
                      static_cast<int64_t>(outputs.size()) != g))

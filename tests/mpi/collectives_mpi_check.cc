@@ -88,10 +88,11 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
       {PrimitiveType::PRED, ReductionKind::kOr}};
   for (const auto& [lname, groups] : layouts) {
     for (const TK& tk : reductions) {
-      // 37 and 124 f32 travel inside the agreement envelope (<= 496 bytes),
-      // 125 f32 and 40000 take MPI's own collectives.
-      for (int64_t count : {int64_t{1}, int64_t{37}, int64_t{124}, int64_t{125},
-                            int64_t{40000}}) {
+      // Up to 6 f32 (24 bytes) travel inside the agreement envelope; 7, 37
+      // and 40000 are gathered whole; 70001 (over 256 KiB for 4-byte types)
+      // takes the sliced path (reduce-scatter, fold, all-gather).
+      for (int64_t count : {int64_t{1}, int64_t{6}, int64_t{7}, int64_t{37},
+                            int64_t{40000}, int64_t{70001}}) {
         for (bool in_place : {false, true}) {
           std::string name = "all-reduce " + std::string(PrimitiveTypeName(tk.type)) + " " +
                              std::string(ReductionKindName(tk.kind)) + " n=" +
@@ -108,12 +109,16 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
     }
     const int64_t g = GroupSize(groups, n);
     for (int64_t dim = 0; dim < 3; ++dim) {
-      // {2,3,4}: inside the agreement envelope; {2,300,40}: MPI_Allgather.
-      for (int64_t scale : {1, 100}) {
+      // {1,3,2} s32 (24 bytes): inside the agreement envelope; {2,3,4} and
+      // {2,300,40}: MPI_Allgather.
+      for (int64_t scale : {0, 1, 100}) {
         cases.push_back({"all-gather dim=" + std::to_string(dim) + " x" +
                              std::to_string(scale) + " " + lname,
                          [=](Communicator& c, int d, int, Bytes& out) {
-                           std::vector<int64_t> dims = {2, 3 * scale, 4 * (scale > 1 ? 10 : 1)};
+                           std::vector<int64_t> dims =
+                               scale == 0 ? std::vector<int64_t>{1, 3, 2}
+                                          : std::vector<int64_t>{2, 3 * scale,
+                                                                 4 * (scale > 1 ? 10 : 1)};
                            const int64_t elems = dims[0] * dims[1] * dims[2];
                            Bytes in = Values(PrimitiveType::S32, d, elems, 2);
                            out.assign(in.size() * g, 0xEE);
@@ -165,7 +170,7 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
   for (const auto& [pname, pairs] :
        std::vector<std::pair<std::string, SourceTargetPairs>>{{"ring", ring},
                                                               {"partial", partial}}) {
-    for (int64_t count : {9, 5000})  // inside the agreement envelope, and not
+    for (int64_t count : {5, 9, 5000})  // inside the agreement envelope, and not
       for (bool in_place : {false, true})
         cases.push_back({"collective-permute " + pname + " n=" + std::to_string(count) +
                              (in_place ? " in-place" : ""),
