@@ -30,6 +30,9 @@ const std::vector<RandomOpKind> kKinds = {
     {"pad", true, ""},          {"reverse", true, ""},   {"dynamic_slice", true, ""},
     {"dynamic_update_slice", true, ""}, {"sort", true, ""},
     {"concatenate_mixed", true, ""},
+    // Windowed ops whose results are often tiled along windowed dims
+    // (halo exchange): strides, padding, dilations, feature groups.
+    {"convolution", true, ""},  {"reduce_window", true, ""},
 };
 
 struct Value {
@@ -565,7 +568,119 @@ class Generator {
                    "), dimensions={" + std::to_string(d) + "}");
       return true;
     }
+    if (kind == "convolution") return EmitConvolution();
+    if (kind == "reduce_window") return EmitReduceWindow();
     return false;
+  }
+
+  // A random window along one dim of size `n` and the output size, or
+  // false when the window yields no output.
+  bool RandomWindowDim(int64_t n, bool allow_base_dilation, std::string& attr_size,
+                       std::string& attr_stride, std::string& attr_pad, std::string& attr_lhs,
+                       std::string& attr_rhs, int64_t& out, int64_t* size = nullptr) {
+    const int64_t k = Uniform(1, 3), s = Uniform(1, 2);
+    if (size != nullptr) *size = k;
+    const int64_t lo = Uniform(-1, 2), hi = Uniform(-1, 2);
+    const int64_t bd = allow_base_dilation && Coin(0.2) ? 2 : 1;
+    const int64_t wd = Coin(0.2) ? 2 : 1;
+    const int64_t padded = lo + (n - 1) * bd + 1 + hi, extent = (k - 1) * wd + 1;
+    if (padded < extent) return false;
+    out = (padded - extent) / s + 1;
+    auto join = [](std::string& a, const std::string& x) { a += (a.empty() ? "" : "x") + x; };
+    join(attr_size, std::to_string(k));
+    join(attr_stride, std::to_string(s));
+    join(attr_pad, std::to_string(lo) + "_" + std::to_string(hi));
+    join(attr_lhs, std::to_string(bd));
+    join(attr_rhs, std::to_string(wd));
+    return true;
+  }
+
+  // A sharding that tiles some of `dims` (often spatial ones) and maybe
+  // others, the rest of the devices a replicated subgroup.
+  std::string WindowedSharding(size_t rank, const std::vector<int64_t>& dims) {
+    if (n_ == 1 || Coin(0.3)) return RandomSharding(rank);
+    std::vector<int64_t> tiles(rank, 1);
+    int64_t remaining = n_;
+    for (int64_t d : dims) {
+      std::vector<int64_t> divs = Divisors(remaining);
+      int64_t t = divs[Uniform(0, divs.size() - 1)];
+      tiles[d] = t;
+      remaining /= t;
+    }
+    if (remaining == n_) return "{replicated}";
+    std::vector<int64_t> tdims = tiles;
+    if (remaining > 1) tdims.push_back(remaining);
+    return "{devices=" + DimsText(tdims) + DeviceList(tdims) +
+           (remaining > 1 ? " last_tile_dim_replicate}" : "}");
+  }
+
+  // convolution over an f32 value read as [batch, spatial..., feature].
+  bool EmitConvolution() {
+    const Value* v = Pick([](const Value& v) {
+      return v.type == "f32" && v.dims.size() >= 3 && v.dims.size() <= 4;
+    });
+    if (!v) return false;
+    Value lhs = *v;
+    const int64_t r = lhs.dims.size(), nsp = r - 2;
+    std::string size, stride, pad, lhs_d, rhs_d;
+    Value out;
+    out.type = "f32";
+    out.exact = false;
+    out.dims.push_back(lhs.dims[0]);
+    std::vector<int64_t> kdims;
+    for (int64_t k = 0; k < nsp; ++k) {
+      int64_t o = 0, window = 1;
+      if (!RandomWindowDim(lhs.dims[1 + k], true, size, stride, pad, lhs_d, rhs_d, o, &window))
+        return false;
+      out.dims.push_back(o);
+      kdims.push_back(window);
+    }
+    const int64_t f = lhs.dims[r - 1];
+    const int64_t groups = f > 1 && Coin(0.3) ? f : 1;  // depthwise
+    const int64_t of = groups * Uniform(1, 2);
+    out.dims.push_back(of);
+    kdims.push_back(f / groups);
+    kdims.push_back(of);
+    const Value& w = NewParam("f32", kdims);
+    std::string labels = nsp == 1 ? "b0f_0io->b0f" : "b01f_01io->b01f";
+    std::string attrs = "window={size=" + size + " stride=" + stride + " pad=" + pad +
+                        " lhs_dilate=" + lhs_d + " rhs_dilate=" + rhs_d + "}, dim_labels=" +
+                        labels;
+    if (groups > 1) attrs += ", feature_group_count=" + std::to_string(groups);
+    std::vector<int64_t> spatial;
+    for (int64_t k = 0; k < nsp; ++k)
+      if (Coin(0.7)) spatial.push_back(1 + k);
+    const Value& res = Add(out, "convolution(" + lhs.name + ", " + w.name + "), " + attrs,
+                           /*annotate=*/false);
+    lines_.back() += ", sharding=" + WindowedSharding(res.dims.size(), spatial);
+    return true;
+  }
+
+  // reduce-window (sum or max) with a random window on every dim.
+  bool EmitReduceWindow() {
+    const Value* v = Pick([](const Value& v) { return !v.dims.empty(); });
+    if (!v) return false;
+    Value in = *v;
+    std::string size, stride, pad, lhs_d, rhs_d;
+    Value out = in;
+    std::vector<int64_t> windowed;
+    for (size_t d = 0; d < in.dims.size(); ++d) {
+      int64_t o = 0;
+      if (!RandomWindowDim(in.dims[d], true, size, stride, pad, lhs_d, rhs_d, o)) return false;
+      out.dims[d] = o;
+      if (Coin(0.7)) windowed.push_back(d);
+    }
+    const bool is_max = in.type == "f32" && Coin(0.5);
+    if (in.type == "f32" && !is_max) out.exact = false;
+    std::string init = Scalar(in.type, is_max ? "-inf" : "0");
+    std::string fn = is_max ? "max_f32" : (in.type == "f32" ? "add_f32" : "add_s32");
+    Add(out,
+        "reduce-window(" + in.name + ", " + init + "), window={size=" + size + " stride=" +
+            stride + " pad=" + pad + " lhs_dilate=" + lhs_d + " rhs_dilate=" + rhs_d +
+            "}, to_apply=" + fn,
+        /*annotate=*/false);
+    lines_.back() += ", sharding=" + WindowedSharding(out.dims.size(), windowed);
+    return true;
   }
 
   std::mt19937_64 rng_;
