@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 
@@ -141,6 +142,15 @@ Status Agree(const Status& local) {
   return Status::Error(msg, local.ok() || WorldRank() != first ? SourceLoc() : local.loc());
 }
 
+// MESHSPLIT_MPI_CHECK=0 turns off the agreement on every collective's
+// arguments (one small exchange per collective; see mpi_backend.h). Part of
+// the program fingerprint, since ranks that differ here would make
+// mismatched MPI calls.
+bool CheckEachCollective() {
+  const char* env = std::getenv("MESHSPLIT_MPI_CHECK");
+  return env == nullptr || std::string_view(env) != "0";
+}
+
 uint64_t Fnv1a(std::string_view text, uint64_t h = 1469598103934665603ull) {
   for (unsigned char c : text) {
     h ^= c;
@@ -154,6 +164,7 @@ struct ProgramFingerprint {
   uint64_t module = 0;  // FNV-1a of the partitioned module's text
   int64_t num_partitions = 0;
   uint64_t inputs = 0;  // FNV-1a of the input shapes (and, for verify, the seed)
+  uint64_t settings = 0;  // MESHSPLIT_MPI_CHECK
 };
 
 // Collective: exchanges the fingerprints and returns, on every rank, the
@@ -175,6 +186,8 @@ Status AgreeOnProgram(const ProgramFingerprint& mine) {
       what = "partitioned module";
     else if (all[r].inputs != all[0].inputs)
       what = "input shapes or seed";
+    else if (all[r].settings != all[0].settings)
+      what = "MESHSPLIT_MPI_CHECK setting";
     if (!what.empty())
       return Status::Error("ranks run different programs: rank " + std::to_string(r) + "'s " +
                            what + " differs from rank 0's; start every rank with the same " +
@@ -189,6 +202,7 @@ ProgramFingerprint Fingerprint(const Module& partitioned, int64_t num_partitions
   f.module = Fnv1a(PrintModule(partitioned));
   f.num_partitions = num_partitions;
   f.inputs = Fnv1a(extra);
+  f.settings = CheckEachCollective() ? 1 : 0;
   for (const Literal& l : inputs) f.inputs = Fnv1a(l.shape().ToString() + ";", f.inputs);
   return f;
 }
@@ -239,6 +253,7 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
   const int saved_threads = openblas_get_num_threads();
   openblas_set_num_threads(1);
   MpiCommunicator comm;
+  comm.set_check_agreement(CheckEachCollective());
   CollectiveAdapter adapter(comm);
   EvalContext ctx;
   ctx.partition_id = rank;

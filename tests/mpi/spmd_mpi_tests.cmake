@@ -71,3 +71,9 @@ foreach(case module partitions seed missing)
   set_tests_properties(spmd_mpi_different_${case} PROPERTIES
                        LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
 endforeach()
+
+# The same byte-identity without the per-collective agreement.
+_spmd_mpi_diff(dp_mlp_train_unchecked 4 ${CMAKE_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
+               "--num-partitions 4")
+set_property(TEST spmd_mpi_dp_mlp_train_unchecked_np4 APPEND PROPERTY ENVIRONMENT
+             MESHSPLIT_MPI_CHECK=0)
