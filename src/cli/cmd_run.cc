@@ -28,15 +28,18 @@ struct RunFlags {
   ShardFlags shard;
 };
 
-// `--backend mpi` (one process per partition under mpirun): every rank
-// reads the inputs and runs its partition; rank 0 alone writes/prints.
+// `--backend mpi` (one process per partition under mpirun): rank 0 reads
+// the inputs and sends each rank its shard; every rank runs its partition;
+// rank 0 alone writes/prints.
 int RunCommandMpi(const RunFlags& flags, Module& m) {
   if (m.entry() == nullptr)
     return ReportError(Status::Error(flags.file + ": module has no entry computation"));
   std::unique_ptr<Computation> global_sig;
   if (flags.partitioned) global_sig = GlobalSignature(m);
   StatusOr<std::vector<Literal>> inputs = std::vector<Literal>();
-  if (flags.inputs.empty()) {
+  if (!MpiIsRoot()) {
+    // Nothing to read: the shards come from rank 0.
+  } else if (flags.inputs.empty()) {
     if (m.entry()->parameter_count() > 0)
       inputs = Status::Error("the entry computation takes " +
                              std::to_string(m.entry()->parameter_count()) +

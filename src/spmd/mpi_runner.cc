@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -51,6 +52,8 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module&, StatusOr<std::vector<Literal>>,
 }
 
 Status AgreeAcrossRanks(const Status& local) { return local; }
+
+bool MpiIsRoot() { return true; }
 
 MpiVerifyOutcome VerifyModuleOnMpi(Module&, const VerifyOptions&) {
   MpiVerifyOutcome out;
@@ -163,7 +166,7 @@ uint64_t Fnv1a(std::string_view text, uint64_t h = 1469598103934665603ull) {
 struct ProgramFingerprint {
   uint64_t module = 0;  // FNV-1a of the partitioned module's text
   int64_t num_partitions = 0;
-  uint64_t inputs = 0;  // FNV-1a of the input shapes (and, for verify, the seed)
+  uint64_t inputs = 0;  // verify: FNV-1a of the seed (run: rank 0 alone reads inputs)
   uint64_t settings = 0;  // MESHSPLIT_MPI_CHECK
 };
 
@@ -185,7 +188,7 @@ Status AgreeOnProgram(const ProgramFingerprint& mine) {
     else if (all[r].module != all[0].module)
       what = "partitioned module";
     else if (all[r].inputs != all[0].inputs)
-      what = "input shapes or seed";
+      what = "seed";
     else if (all[r].settings != all[0].settings)
       what = "MESHSPLIT_MPI_CHECK setting";
     if (!what.empty())
@@ -196,14 +199,15 @@ Status AgreeOnProgram(const ProgramFingerprint& mine) {
   return Status::Ok();
 }
 
+// The input shapes need no check of their own: rank 0 alone reads the
+// inputs and checks them against the module, which every rank shares.
 ProgramFingerprint Fingerprint(const Module& partitioned, int64_t num_partitions,
-                               const std::vector<Literal>& inputs, std::string_view extra) {
+                               std::string_view extra) {
   ProgramFingerprint f;
   f.module = Fnv1a(PrintModule(partitioned));
   f.num_partitions = num_partitions;
   f.inputs = Fnv1a(extra);
   f.settings = CheckEachCollective() ? 1 : 0;
-  for (const Literal& l : inputs) f.inputs = Fnv1a(l.shape().ToString() + ";", f.inputs);
   return f;
 }
 
@@ -215,38 +219,81 @@ void CollectLeaves(Literal& lit, std::vector<Literal*>& out) {
   out.push_back(&lit);
 }
 
-// Runs this rank's partition of `partitioned` on full `inputs` (every rank
-// has them) and gathers the per-device results to rank 0 (empty elsewhere).
-// A failure during the run aborts the job.
+// Rank 0 cuts the full `inputs` into per-device shards and sends each rank
+// its own; the other ranks ignore `inputs` (they may pass none) and receive.
+// Returns this rank's arguments, or the same error on every rank.
+StatusOr<std::vector<Literal>> ScatterArguments(const Computation& entry,
+                                                const std::vector<Literal>& inputs) {
+  const int rank = WorldRank();
+  const int size = WorldSize();
+  const int num_params = entry.parameter_count();
+  std::vector<std::vector<Literal>> parts(num_params);  // rank 0: [param][device]
+  Status split_status = Status::Ok();
+  if (rank == 0) {
+    if (static_cast<int>(inputs.size()) != num_params)
+      split_status = Status::Error("the entry computation takes " + std::to_string(num_params) +
+                                   " parameters, got " + std::to_string(inputs.size()) +
+                                   " inputs");
+    for (int p = 0; split_status.ok() && p < num_params; ++p) {
+      const Instruction* param = entry.parameter(p);
+      StatusOr<std::vector<Literal>> split = SplitByShardings(
+          inputs[p], param->shape(), ShardingOrReplicated(*param), size, /*poison_padding=*/true);
+      if (!split.ok()) {
+        split_status = Status::Error("parameter " + std::to_string(p) + " (%" + param->name() +
+                                         "): " + split.status().message(),
+                                     param->loc());
+        break;
+      }
+      parts[p] = std::move(split).value();
+      for (Literal& part : parts[p]) {
+        std::vector<Literal*> leaves;
+        CollectLeaves(part, leaves);
+        for (const Literal* leaf : leaves)
+          if (leaf->size_bytes() > INT_MAX && split_status.ok())
+            split_status = Status::Error("parameter " + std::to_string(p) +
+                                         ": shards over 2 GiB are not supported by the mpi "
+                                         "backend yet");
+      }
+    }
+  }
+  MS_RETURN_IF_ERROR(Agree(split_status));
+  // Every rank knows its shard's shape from the (agreed) partitioned module:
+  // the entry parameter's per-device shape. Leaves travel one message each.
+  MpiWait wait("receiving the input shards");
+  std::vector<Literal> args(num_params);
+  for (int p = 0; p < num_params; ++p) {
+    if (rank == 0) {
+      for (int d = 1; d < size; ++d) {
+        std::vector<Literal*> leaves;
+        CollectLeaves(parts[p][d], leaves);
+        for (Literal* leaf : leaves)
+          MPI_Send(leaf->raw(), static_cast<int>(leaf->size_bytes()), MPI_BYTE, d, p,
+                   MPI_COMM_WORLD);
+      }
+      args[p] = std::move(parts[p][0]);
+      parts[p].clear();  // free the other shards as soon as they are sent
+    } else {
+      args[p] = Literal(entry.parameter(p)->shape());
+      std::vector<Literal*> leaves;
+      CollectLeaves(args[p], leaves);
+      for (Literal* leaf : leaves)
+        MPI_Recv(leaf->raw(), static_cast<int>(leaf->size_bytes()), MPI_BYTE, 0, p,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    }
+  }
+  return args;
+}
+
+// Runs this rank's partition of `partitioned` (rank 0 holds the full
+// `inputs` and scatters the shards) and gathers the per-device results to
+// rank 0 (empty elsewhere). A failure during the run aborts the job.
 std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
                                               const std::vector<Literal>& inputs) {
   const int rank = WorldRank();
   const int size = WorldSize();
-  const Computation* entry = partitioned.entry();
-  // This rank's arguments. Splitting is deterministic and the same on every
-  // rank, so a failure here is seen by all ranks alike.
-  std::vector<Literal> args;
-  Status split_status = Status::Ok();
-  if (static_cast<int>(inputs.size()) != entry->parameter_count()) {
-    split_status = Status::Error("the entry computation takes " +
-                                 std::to_string(entry->parameter_count()) +
-                                 " parameters, got " + std::to_string(inputs.size()) +
-                                 " inputs");
-  }
-  for (int p = 0; split_status.ok() && p < entry->parameter_count(); ++p) {
-    const Instruction* param = entry->parameter(p);
-    StatusOr<std::vector<Literal>> parts = SplitByShardings(
-        inputs[p], param->shape(), ShardingOrReplicated(*param), size, /*poison_padding=*/true);
-    if (!parts.ok()) {
-      split_status = Status::Error("parameter " + std::to_string(p) + " (%" + param->name() +
-                                       "): " + parts.status().message(),
-                                   param->loc());
-      break;
-    }
-    args.push_back(std::move((*parts)[rank]));
-  }
-  Status agreed = Agree(split_status);
-  if (!agreed.ok()) AbortJob(agreed.message());
+  StatusOr<std::vector<Literal>> scattered = ScatterArguments(*partitioned.entry(), inputs);
+  if (!scattered.ok()) AbortJob(scattered.status().message());
+  std::vector<Literal> args = std::move(scattered).value();
 
   // One BLAS thread per rank, as the threads backend uses one per device:
   // keeps results bit-identical between the backends.
@@ -285,7 +332,7 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
                                     " result bytes; device 0 returned " +
                                     std::to_string(my_bytes) + " (or over 2 GiB)");
   }
-  agreed = Agree(size_status);
+  Status agreed = Agree(size_status);
   if (!agreed.ok()) AbortJob(agreed.message());
   std::vector<unsigned char> recv;
   std::vector<int> counts(size, static_cast<int>(my_bytes)), displs(size);
@@ -360,7 +407,7 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Lite
   }
   MS_RETURN_IF_ERROR(Agree(prepared));
   MS_RETURN_IF_ERROR(AgreeOnProgram(
-      Fingerprint(*partitioned, request.num_partitions, *inputs, "run")));
+      Fingerprint(*partitioned, request.num_partitions, "run")));
   std::vector<Literal> per_device = RunOwnPartitionAndGather(*partitioned, *inputs);
   MpiRunOutcome out;
   out.is_root = WorldRank() == 0;
@@ -403,8 +450,10 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
   copts.reduction_length = ReductionLength(module);
   result.reduction_length = copts.reduction_length;
   // Same seed on every rank: the same inputs everywhere, no broadcast needed.
-  std::vector<Literal> inputs = RandomInputs(*module.entry(), options.seed);
-  Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions, inputs,
+  // Rank 0 generates the seeded inputs and scatters the shards.
+  std::vector<Literal> inputs;
+  if (out.is_root) inputs = RandomInputs(*module.entry(), options.seed);
+  Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions,
                                            "verify seed " + std::to_string(options.seed)));
   if (!same.ok()) return fail("spmd", same);
   std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs);
@@ -455,6 +504,11 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
 Status AgreeAcrossRanks(const Status& local) {
   EnsureMpi();
   return Agree(local);
+}
+
+bool MpiIsRoot() {
+  EnsureMpi();
+  return WorldRank() == 0;
 }
 
 #endif  // MESHSPLIT_HAVE_MPI

@@ -1,8 +1,9 @@
 // `run` and `verify` on the `mpi` collectives backend: one process per
 // partition under mpirun, rank r = partition r. Every rank parses the same
-// module, partitions it the same way, cuts its own shard out of the full
-// inputs and runs the interpreter with the MPI communicator; the per-device
-// results are gathered to rank 0, which alone assembles (and compares) them.
+// module and partitions it the same way; rank 0 reads the full inputs and
+// sends every rank its shard; each rank runs the interpreter with the MPI
+// communicator; the per-device results are gathered to rank 0, which alone
+// assembles (and compares, and writes) them.
 // Without MPI in the build these entry points return a clear error.
 #pragma once
 
@@ -25,11 +26,13 @@ struct MpiRunOutcome {
   Literal result;
 };
 
-// `inputs` is this rank's attempt at reading the full inputs; an error on
-// any rank (and a world size other than request.num_partitions) comes back
-// as the same error Status on every rank, and so does a mismatch between the
-// ranks' programs (a fingerprint of the partitioned module text, the number
-// of partitions and the input shapes is compared at start-up). A failure while the partitioned
+// `inputs`: on rank 0, its attempt at reading the full inputs; rank 0 cuts
+// them into shards and sends each rank its own, so the other ranks read
+// nothing (pass an empty vector). An error on any rank (and a world size
+// other than request.num_partitions) comes back as the same error Status on
+// every rank, and so does a mismatch between the ranks' programs (a
+// fingerprint of the partitioned module text and the number of partitions is
+// compared at start-up). A failure while the partitioned
 // program runs (when the other ranks may be waiting in a collective) prints
 // the message and ends the whole job with MPI_Abort (exit status 1).
 StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Literal>> inputs,
@@ -47,6 +50,10 @@ struct MpiVerifyOutcome {
 // seeded inputs; rank 0 runs the reference and compares. Divergence
 // localisation is not done on this backend (the message says so).
 MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options);
+
+// Starts MPI if needed and says whether this process is rank 0 (the one that
+// reads inputs and writes outputs). Without MPI: true.
+bool MpiIsRoot();
 
 // Collective over all ranks (call it on every rank, or none): returns Ok
 // when `local` is Ok on every rank, else the lowest failing rank's error

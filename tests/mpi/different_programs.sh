@@ -21,7 +21,7 @@ case $case in
   partitions) np1=3
           msg="rank 1: backend 'mpi' needs one rank per partition: the module has 3 partitions" ;;
   seed) cmd=verify seed1=2
-          msg="ranks run different programs: rank 1's input shapes or seed differs" ;;
+          msg="ranks run different programs: rank 1's seed differs from rank 0's" ;;
   missing) b="$work/missing.hlo" expect_all=no
           msg="error: cannot open '$work/missing.hlo'" ;;
   *) echo "unknown case $case"; exit 2 ;;
