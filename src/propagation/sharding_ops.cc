@@ -37,6 +37,44 @@ bool IsTileMaximalLeaf(const Sharding& s) {
          s.kind() == Sharding::Kind::kMaximal;
 }
 
+// Bounded memo of a pure sharding function of (sharding, integer key): the
+// fixed point asks the same question for every layer of a model, and a
+// sharding hashes and compares in O(rank). Metadata is compared too, since
+// results keep the input's. Cleared when full.
+template <typename Out>
+class ShardingMemo {
+ public:
+  template <typename F>
+  Out Get(const Sharding& s, const std::vector<int64_t>& key, F&& compute) {
+    size_t h = s.Hash();
+    for (int64_t k : key)
+      h = (h ^ static_cast<size_t>(k + 2)) * 0x100000001b3ULL;
+    std::vector<Entry>& bucket = table_[h];
+    for (const Entry& e : bucket)
+      if (e.key == key && e.in == s && e.in.metadata() == s.metadata())
+        return e.out;
+    Out out = compute();
+    if (++size_ > kMaxEntries) {
+      table_.clear();
+      size_ = 1;
+      table_[h].push_back({key, s, out});
+    } else {
+      bucket.push_back({key, s, out});
+    }
+    return out;
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 4096;
+  struct Entry {
+    std::vector<int64_t> key;
+    Sharding in;
+    Out out;
+  };
+  std::unordered_map<size_t, std::vector<Entry>> table_;
+  size_t size_ = 0;
+};
+
 bool IsLeafMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
   if (IsManualLeaf(lhs) && IsTileMaximalLeaf(rhs)) return true;
   if (IsManualLeaf(lhs) || IsManualLeaf(rhs)) return false;
@@ -168,6 +206,9 @@ bool MergeSharding(const Sharding& to_merge, Sharding* dst,
     return changed;
   }
   if (dst->IsTuple()) return false;
+  // Equal shardings never combine into more tiles, and neither is more
+  // specific: the common case at a fixed point, answered without the merge.
+  if (to_merge == *dst) return false;
   if (may_combine_partial_sharding && to_merge.HasPartialReplication() &&
       dst->HasPartialReplication() &&
       to_merge.tile_assignment().num_devices() ==
@@ -233,8 +274,11 @@ Sharding RemoveShapeDimensions(const Sharding& s,
 Sharding TransposeSharding(const Sharding& s, const std::vector<int64_t>& dims) {
   if (!s.IsTiled()) return s;
   const int64_t rank = s.TiledDataRank();
-  if (static_cast<int64_t>(dims.size()) == rank)
-    return sharding_util::TransposeSharding(s, dims);
+  if (static_cast<int64_t>(dims.size()) == rank) {
+    thread_local ShardingMemo<Sharding> memo;
+    return memo.Get(s, dims,
+                    [&] { return sharding_util::TransposeSharding(s, dims); });
+  }
   // A permutation of the whole tile assignment: subgroup dims move too.
   const TileAssignment& ta = s.tile_assignment();
   MS_CHECK(static_cast<int64_t>(dims.size()) == ta.num_dimensions());
@@ -250,14 +294,19 @@ Sharding ProjectSharding(const Sharding& s,
                          const std::vector<int64_t>& src_to_tgt,
                          int64_t target_rank) {
   if (!s.IsTiled()) return s;
-  std::vector<int64_t> source_dims, target_dims;
-  for (size_t i = 0; i < src_to_tgt.size(); ++i) {
-    if (src_to_tgt[i] < 0) continue;
-    source_dims.push_back(static_cast<int64_t>(i));
-    target_dims.push_back(src_to_tgt[i]);
-  }
-  return sharding_util::PropagateShardingAlongDimsAndReplicateOthers(
-      s, source_dims, target_dims, target_rank);
+  thread_local ShardingMemo<Sharding> memo;
+  std::vector<int64_t> key = src_to_tgt;
+  key.push_back(target_rank);
+  return memo.Get(s, key, [&] {
+    std::vector<int64_t> source_dims, target_dims;
+    for (size_t i = 0; i < src_to_tgt.size(); ++i) {
+      if (src_to_tgt[i] < 0) continue;
+      source_dims.push_back(static_cast<int64_t>(i));
+      target_dims.push_back(src_to_tgt[i]);
+    }
+    return sharding_util::PropagateShardingAlongDimsAndReplicateOthers(
+        s, source_dims, target_dims, target_rank);
+  });
 }
 
 Sharding PropagateAlongDimsAndReplicateOthers(
@@ -267,18 +316,37 @@ Sharding PropagateAlongDimsAndReplicateOthers(
       s, source_dims, target_dims, target_rank);
 }
 
+namespace {
+
+std::vector<int64_t> ReshapeKey(const Shape& source, const Shape& target) {
+  std::vector<int64_t> key = source.dimensions();
+  key.push_back(-1);  // separator (dims are >= 0)
+  key.insert(key.end(), target.dimensions().begin(), target.dimensions().end());
+  return key;
+}
+
+}  // namespace
+
 std::optional<Sharding> ReshapeSharding(const Shape& source,
                                         const Shape& target,
                                         const Sharding& s) {
-  return sharding_util::ReshapeShardingXla(source.dimensions(),
-                                           target.dimensions(), s);
+  if (!s.IsTiled()) return s;
+  thread_local ShardingMemo<std::optional<Sharding>> memo;
+  return memo.Get(s, ReshapeKey(source, target), [&] {
+    return sharding_util::ReshapeShardingXla(source.dimensions(),
+                                             target.dimensions(), s);
+  });
 }
 
 Sharding PropagateShardingThroughReshape(const Shape& source,
                                          const Shape& target,
                                          const Sharding& s) {
-  return sharding_util::PropagateShardingThroughReshape(source.dimensions(),
-                                                        target.dimensions(), s);
+  if (!s.IsTiled()) return s;
+  thread_local ShardingMemo<Sharding> memo;
+  return memo.Get(s, ReshapeKey(source, target), [&] {
+    return sharding_util::PropagateShardingThroughReshape(
+        source.dimensions(), target.dimensions(), s);
+  });
 }
 
 Sharding ReverseSharding(const Sharding& s, const std::vector<int64_t>& dims) {

@@ -80,7 +80,17 @@ void CanonicalizeIota(std::vector<int64_t>& r, std::vector<int64_t>& p) {
 
 }  // namespace
 
-TileAssignment::TileAssignment() : reshape_dims_{1}, perm_{0} {}
+TileAssignment::TileAssignment() {
+  // One shared value for every default (one-device) assignment: replicated
+  // shardings hold one, and they are made everywhere.
+  static const std::shared_ptr<const Rep> kDefault = [] {
+    auto rep = std::make_shared<Rep>();
+    rep->reshape_dims = {1};
+    rep->perm = {0};
+    return rep;
+  }();
+  rep_ = kDefault;
+}
 
 TileAssignment TileAssignment::Iota(std::vector<int64_t> dims) {
   const int64_t n = Product(dims);
@@ -96,13 +106,13 @@ TileAssignment TileAssignment::Iota(std::vector<int64_t> dims,
     std::iota(perm.begin(), perm.end(), 0);
   }
   MS_CHECK(perm.size() == reshape_dims.size());
-  TileAssignment t;
-  t.num_devices_ = Product(dims);
-  t.dims_ = std::move(dims);
+  auto rep = std::make_shared<Rep>();
+  rep->num_devices = Product(dims);
+  rep->dims = std::move(dims);
   CanonicalizeIota(reshape_dims, perm);
-  t.reshape_dims_ = std::move(reshape_dims);
-  t.perm_ = std::move(perm);
-  return t;
+  rep->reshape_dims = std::move(reshape_dims);
+  rep->perm = std::move(perm);
+  return TileAssignment(std::move(rep));
 }
 
 TileAssignment TileAssignment::FromDevices(std::vector<int64_t> dims,
@@ -161,33 +171,32 @@ TileAssignment TileAssignment::FromDevices(std::vector<int64_t> dims,
     return Iota(dims, std::move(r), std::move(p));
   };
   if (auto iota = detect()) return *std::move(iota);
-  TileAssignment t;
-  t.num_devices_ = n;
-  t.dims_ = std::move(dims);
-  t.reshape_dims_.clear();
-  t.perm_.clear();
-  t.devices_ = std::make_shared<const std::vector<int64_t>>(std::move(devices));
-  return t;
+  auto rep = std::make_shared<Rep>();
+  rep->num_devices = n;
+  rep->dims = std::move(dims);
+  rep->devices =
+      std::make_shared<const std::vector<int64_t>>(std::move(devices));
+  return TileAssignment(std::move(rep));
 }
 
 bool TileAssignment::HasIdentityPerm() const {
-  for (size_t i = 0; i < perm_.size(); ++i)
-    if (perm_[i] != static_cast<int64_t>(i)) return false;
+  for (size_t i = 0; i < rep_->perm.size(); ++i)
+    if (rep_->perm[i] != static_cast<int64_t>(i)) return false;
   return true;
 }
 
 int64_t TileAssignment::DeviceAtFlat(int64_t flat) const {
-  MS_CHECK(flat >= 0 && flat < num_devices_);
-  if (!is_iota()) return (*devices_)[flat];
+  MS_CHECK(flat >= 0 && flat < rep_->num_devices);
+  if (!is_iota()) return (*rep_->devices)[flat];
   // Digits of `flat` over the transposed shape, minor first; digit k adds
-  // digit * stride of reshape dim perm_[k].
+  // digit * stride of reshape dim rep_->perm[k].
   int64_t rem = flat, id = 0;
-  for (int64_t k = static_cast<int64_t>(perm_.size()) - 1; k >= 0; --k) {
-    const int64_t j = perm_[k];
-    const int64_t size = reshape_dims_[j];
+  for (int64_t k = static_cast<int64_t>(rep_->perm.size()) - 1; k >= 0; --k) {
+    const int64_t j = rep_->perm[k];
+    const int64_t size = rep_->reshape_dims[j];
     int64_t stride = 1;
-    for (size_t m = j + 1; m < reshape_dims_.size(); ++m)
-      stride *= reshape_dims_[m];
+    for (size_t m = j + 1; m < rep_->reshape_dims.size(); ++m)
+      stride *= rep_->reshape_dims[m];
     id += (rem % size) * stride;
     rem /= size;
   }
@@ -195,11 +204,11 @@ int64_t TileAssignment::DeviceAtFlat(int64_t flat) const {
 }
 
 int64_t TileAssignment::DeviceAt(const std::vector<int64_t>& index) const {
-  MS_CHECK(index.size() == dims_.size());
+  MS_CHECK(index.size() == rep_->dims.size());
   int64_t flat = 0;
-  for (size_t i = 0; i < dims_.size(); ++i) {
-    MS_CHECK(index[i] >= 0 && index[i] < dims_[i]);
-    flat = flat * dims_[i] + index[i];
+  for (size_t i = 0; i < rep_->dims.size(); ++i) {
+    MS_CHECK(index[i] >= 0 && index[i] < rep_->dims[i]);
+    flat = flat * rep_->dims[i] + index[i];
   }
   return DeviceAtFlat(flat);
 }
@@ -208,25 +217,25 @@ std::optional<std::vector<int64_t>> TileAssignment::IndexOfDevice(
     int64_t device) const {
   int64_t flat = -1;
   if (is_iota()) {
-    if (device < 0 || device >= num_devices_) return std::nullopt;
-    std::vector<int64_t> digit(reshape_dims_.size());
+    if (device < 0 || device >= rep_->num_devices) return std::nullopt;
+    std::vector<int64_t> digit(rep_->reshape_dims.size());
     int64_t rem = device;
-    for (int64_t j = static_cast<int64_t>(reshape_dims_.size()) - 1; j >= 0;
+    for (int64_t j = static_cast<int64_t>(rep_->reshape_dims.size()) - 1; j >= 0;
          --j) {
-      digit[j] = rem % reshape_dims_[j];
-      rem /= reshape_dims_[j];
+      digit[j] = rem % rep_->reshape_dims[j];
+      rem /= rep_->reshape_dims[j];
     }
     flat = 0;
-    for (int64_t j : perm_) flat = flat * reshape_dims_[j] + digit[j];
+    for (int64_t j : rep_->perm) flat = flat * rep_->reshape_dims[j] + digit[j];
   } else {
-    auto it = std::find(devices_->begin(), devices_->end(), device);
-    if (it == devices_->end()) return std::nullopt;
-    flat = it - devices_->begin();
+    auto it = std::find(rep_->devices->begin(), rep_->devices->end(), device);
+    if (it == rep_->devices->end()) return std::nullopt;
+    flat = it - rep_->devices->begin();
   }
-  std::vector<int64_t> index(dims_.size());
-  for (int64_t i = static_cast<int64_t>(dims_.size()) - 1; i >= 0; --i) {
-    index[i] = flat % dims_[i];
-    flat /= dims_[i];
+  std::vector<int64_t> index(rep_->dims.size());
+  for (int64_t i = static_cast<int64_t>(rep_->dims.size()) - 1; i >= 0; --i) {
+    index[i] = flat % rep_->dims[i];
+    flat /= rep_->dims[i];
   }
   return index;
 }
@@ -264,17 +273,17 @@ TileAssignment::IndexTermsForDim(int64_t dim) const {
 
 int64_t TileAssignment::MinDevice() const {
   if (is_iota()) return 0;
-  return *std::min_element(devices_->begin(), devices_->end());
+  return *std::min_element(rep_->devices->begin(), rep_->devices->end());
 }
 
 int64_t TileAssignment::MaxDevice() const {
-  if (is_iota()) return num_devices_ - 1;
-  return *std::max_element(devices_->begin(), devices_->end());
+  if (is_iota()) return rep_->num_devices - 1;
+  return *std::max_element(rep_->devices->begin(), rep_->devices->end());
 }
 
 bool TileAssignment::HasDuplicates() const {
   if (is_iota()) return false;
-  std::vector<int64_t> sorted = *devices_;
+  std::vector<int64_t> sorted = *rep_->devices;
   std::sort(sorted.begin(), sorted.end());
   return std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end();
 }
@@ -282,18 +291,19 @@ bool TileAssignment::HasDuplicates() const {
 int64_t TileAssignment::iota_expansions() { return g_iota_expansions.load(); }
 
 std::vector<int64_t> TileAssignment::Devices() const {
-  if (!is_iota()) return *devices_;
+  if (!is_iota()) return *rep_->devices;
   g_iota_expansions.fetch_add(1, std::memory_order_relaxed);
-  std::vector<int64_t> out(num_devices_);
-  for (int64_t i = 0; i < num_devices_; ++i) out[i] = DeviceAtFlat(i);
+  std::vector<int64_t> out(rep_->num_devices);
+  for (int64_t i = 0; i < rep_->num_devices; ++i) out[i] = DeviceAtFlat(i);
   return out;
 }
 
 TileAssignment TileAssignment::Reshape(std::vector<int64_t> new_dims) const {
-  MS_CHECK(Product(new_dims) == num_devices_);
-  TileAssignment t = *this;
-  t.dims_ = std::move(new_dims);
-  return t;
+  MS_CHECK(Product(new_dims) == rep_->num_devices);
+  if (new_dims == rep_->dims) return *this;
+  auto rep = std::make_shared<Rep>(*rep_);
+  rep->dims = std::move(new_dims);
+  return TileAssignment(std::move(rep));
 }
 
 std::optional<std::vector<TileAssignment::Factor>> TileAssignment::Refine()
@@ -303,16 +313,16 @@ std::optional<std::vector<TileAssignment::Factor>> TileAssignment::Refine()
   size_t d = 0, k = 0;
   int64_t d_rem = 0, t_rem = 0;
   auto next_d = [&] {
-    while (d < dims_.size() && dims_[d] == 1) ++d;
-    d_rem = d < dims_.size() ? dims_[d] : 0;
+    while (d < rep_->dims.size() && rep_->dims[d] == 1) ++d;
+    d_rem = d < rep_->dims.size() ? rep_->dims[d] : 0;
   };
   auto next_t = [&] {
-    while (k < perm_.size() && reshape_dims_[perm_[k]] == 1) ++k;
-    t_rem = k < perm_.size() ? reshape_dims_[perm_[k]] : 0;
+    while (k < rep_->perm.size() && rep_->reshape_dims[rep_->perm[k]] == 1) ++k;
+    t_rem = k < rep_->perm.size() ? rep_->reshape_dims[rep_->perm[k]] : 0;
   };
   next_d();
   next_t();
-  while (d < dims_.size() && k < perm_.size()) {
+  while (d < rep_->dims.size() && k < rep_->perm.size()) {
     int64_t size;
     if (d_rem % t_rem == 0) {
       size = t_rem;
@@ -321,7 +331,7 @@ std::optional<std::vector<TileAssignment::Factor>> TileAssignment::Refine()
     } else {
       return std::nullopt;
     }
-    out.push_back({size, static_cast<int64_t>(d), perm_[k]});
+    out.push_back({size, static_cast<int64_t>(d), rep_->perm[k]});
     d_rem /= size;
     t_rem /= size;
     if (d_rem == 1) {
@@ -363,9 +373,9 @@ TileAssignment TileAssignment::FromFactors(std::vector<int64_t> dims,
 
 TileAssignment TileAssignment::Transpose(
     const std::vector<int64_t>& perm) const {
-  MS_CHECK(perm.size() == dims_.size());
-  std::vector<int64_t> new_dims(dims_.size());
-  for (size_t i = 0; i < perm.size(); ++i) new_dims[i] = dims_[perm[i]];
+  MS_CHECK(perm.size() == rep_->dims.size());
+  std::vector<int64_t> new_dims(rep_->dims.size());
+  for (size_t i = 0; i < perm.size(); ++i) new_dims[i] = rep_->dims[perm[i]];
   if (is_iota()) {
     if (auto factors = Refine()) {
       std::vector<int64_t> order;
@@ -377,12 +387,12 @@ TileAssignment TileAssignment::Transpose(
   }
   // Explicit transpose: walk the output row-major.
   std::vector<int64_t> src = Devices();
-  std::vector<int64_t> src_strides(dims_.size(), 1);
-  for (int64_t i = static_cast<int64_t>(dims_.size()) - 2; i >= 0; --i)
-    src_strides[i] = src_strides[i + 1] * dims_[i + 1];
-  std::vector<int64_t> out(num_devices_);
-  std::vector<int64_t> idx(dims_.size(), 0);
-  for (int64_t flat = 0; flat < num_devices_; ++flat) {
+  std::vector<int64_t> src_strides(rep_->dims.size(), 1);
+  for (int64_t i = static_cast<int64_t>(rep_->dims.size()) - 2; i >= 0; --i)
+    src_strides[i] = src_strides[i + 1] * rep_->dims[i + 1];
+  std::vector<int64_t> out(rep_->num_devices);
+  std::vector<int64_t> idx(rep_->dims.size(), 0);
+  for (int64_t flat = 0; flat < rep_->num_devices; ++flat) {
     int64_t s = 0;
     for (size_t i = 0; i < idx.size(); ++i) s += idx[i] * src_strides[perm[i]];
     out[flat] = src[s];
@@ -395,7 +405,7 @@ TileAssignment TileAssignment::Transpose(
 }
 
 TileAssignment TileAssignment::SortLastDim() const {
-  if (dims_.empty() || dims_.back() <= 1) return *this;
+  if (rep_->dims.empty() || rep_->dims.back() <= 1) return *this;
   if (is_iota()) {
     if (auto factors = Refine()) {
       // The last dim owns a suffix of the factors; reading them by
@@ -403,30 +413,30 @@ TileAssignment TileAssignment::SortLastDim() const {
       // ascending order.
       std::vector<int64_t> order(factors->size());
       std::iota(order.begin(), order.end(), 0);
-      const int64_t last = static_cast<int64_t>(dims_.size()) - 1;
+      const int64_t last = static_cast<int64_t>(rep_->dims.size()) - 1;
       auto first_last = std::find_if(order.begin(), order.end(), [&](int64_t f) {
         return (*factors)[f].array_dim == last;
       });
       std::stable_sort(first_last, order.end(), [&](int64_t a, int64_t b) {
         return (*factors)[a].reshape_dim < (*factors)[b].reshape_dim;
       });
-      return FromFactors(dims_, *factors, order);
+      return FromFactors(rep_->dims, *factors, order);
     }
   }
   std::vector<int64_t> ids = Devices();
-  const int64_t group = dims_.back();
-  for (int64_t i = 0; i < num_devices_; i += group)
+  const int64_t group = rep_->dims.back();
+  for (int64_t i = 0; i < rep_->num_devices; i += group)
     std::sort(ids.begin() + i, ids.begin() + i + group);
-  return FromDevices(dims_, std::move(ids));
+  return FromDevices(rep_->dims, std::move(ids));
 }
 
 std::string TileAssignment::ToString() const {
-  std::string s = "[" + JoinInts(dims_) + "]";
+  std::string s = "[" + JoinInts(rep_->dims) + "]";
   if (is_iota()) {
-    s += "<=[" + JoinInts(reshape_dims_) + "]";
-    if (!HasIdentityPerm()) s += "T(" + JoinInts(perm_) + ")";
+    s += "<=[" + JoinInts(rep_->reshape_dims) + "]";
+    if (!HasIdentityPerm()) s += "T(" + JoinInts(rep_->perm) + ")";
   } else {
-    s += JoinInts(*devices_);
+    s += JoinInts(*rep_->devices);
   }
   return s;
 }
@@ -436,25 +446,28 @@ size_t TileAssignment::Hash() const {
   auto mix = [&](int64_t v) {
     h ^= static_cast<size_t>(v) + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
   };
-  for (int64_t d : dims_) mix(d);
+  for (int64_t d : rep_->dims) mix(d);
   if (is_iota()) {
-    for (int64_t d : reshape_dims_) mix(d);
-    for (int64_t p : perm_) mix(p);
+    for (int64_t d : rep_->reshape_dims) mix(d);
+    for (int64_t p : rep_->perm) mix(p);
   } else {
-    for (int64_t d : *devices_) mix(d);
+    for (int64_t d : *rep_->devices) mix(d);
   }
   return h;
 }
 
 bool TileAssignment::operator==(const TileAssignment& other) const {
-  if (dims_ != other.dims_) return false;
+  if (rep_ == other.rep_) return true;
+  if (rep_->dims != other.rep_->dims) return false;
   if (is_iota() != other.is_iota()) {
     // Explicit arrays are never iota patterns (FromDevices converts them).
     return false;
   }
   if (is_iota())
-    return reshape_dims_ == other.reshape_dims_ && perm_ == other.perm_;
-  return devices_ == other.devices_ || *devices_ == *other.devices_;
+    return rep_->reshape_dims == other.rep_->reshape_dims &&
+           rep_->perm == other.rep_->perm;
+  return rep_->devices == other.rep_->devices ||
+         *rep_->devices == *other.rep_->devices;
 }
 
 }  // namespace meshsplit

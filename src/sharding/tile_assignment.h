@@ -31,17 +31,21 @@ class TileAssignment {
   static TileAssignment FromDevices(std::vector<int64_t> dims,
                                     std::vector<int64_t> devices);
 
-  const std::vector<int64_t>& dims() const { return dims_; }
-  int64_t num_dimensions() const { return static_cast<int64_t>(dims_.size()); }
-  int64_t dim(int64_t i) const { return dims_[i]; }
+  const std::vector<int64_t>& dims() const { return rep_->dims; }
+  int64_t num_dimensions() const {
+    return static_cast<int64_t>(rep_->dims.size());
+  }
+  int64_t dim(int64_t i) const { return rep_->dims[i]; }
   // Number of entries of the array (= number of devices it names).
-  int64_t num_devices() const { return num_devices_; }
+  int64_t num_devices() const { return rep_->num_devices; }
 
-  bool is_iota() const { return devices_ == nullptr; }
+  bool is_iota() const { return rep_->devices == nullptr; }
   // Canonical iota parameters: no size-1 reshape dims, no two reshape dims
   // that stay adjacent under the transpose. REQUIRES: is_iota().
-  const std::vector<int64_t>& reshape_dims() const { return reshape_dims_; }
-  const std::vector<int64_t>& transpose_perm() const { return perm_; }
+  const std::vector<int64_t>& reshape_dims() const {
+    return rep_->reshape_dims;
+  }
+  const std::vector<int64_t>& transpose_perm() const { return rep_->perm; }
   bool HasIdentityPerm() const;
 
   // Device at a full index (one entry per dim). O(rank) for iota.
@@ -119,11 +123,18 @@ class TileAssignment {
                                     const std::vector<Factor>& factors,
                                     const std::vector<int64_t>& order);
 
-  std::vector<int64_t> dims_;
-  int64_t num_devices_ = 1;
-  std::vector<int64_t> reshape_dims_;  // iota form
-  std::vector<int64_t> perm_;          // iota form; always full length
-  std::shared_ptr<const std::vector<int64_t>> devices_;  // explicit form
+  // The value, immutable and shared between copies: shardings are copied
+  // at every propagation step, and a copy is then a reference count.
+  struct Rep {
+    std::vector<int64_t> dims;
+    int64_t num_devices = 1;
+    std::vector<int64_t> reshape_dims;  // iota form
+    std::vector<int64_t> perm;          // iota form; always full length
+    std::shared_ptr<const std::vector<int64_t>> devices;  // explicit form
+  };
+  explicit TileAssignment(std::shared_ptr<const Rep> rep)
+      : rep_(std::move(rep)) {}
+  std::shared_ptr<const Rep> rep_;
 };
 
 }  // namespace meshsplit
