@@ -8,6 +8,8 @@
 // the permute of the next shard can overlap the current block's compute.
 #include <algorithm>
 #include <functional>
+#include <optional>
+#include <set>
 
 #include "partitioner/handlers/dot_plan.h"
 
@@ -64,6 +66,21 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   const int64_t o = IndexOf(space.out_to_iter, it);
   if (!space.contracting[it] && o < 0) return nullptr;
   if (LocalShape(shape, target).ByteSize() <= threshold) return nullptr;
+  // Every member of a ring must compute its own block of the result (or
+  // its own partial sum): a ring whose members all compute the same values
+  // would only repeat the work, each member summing in its own order.
+  if (!partial.IsTiled()) return nullptr;
+  const std::vector<std::vector<int64_t>> rings = s.GroupsAlongDims({d}).Expand();
+  const int64_t repl_dim = partial.SubgroupDim(SubgroupType::kReplicated);
+  for (const std::vector<int64_t>& ring : rings) {
+    std::set<std::vector<int64_t>> seen;
+    for (int64_t dev : ring) {
+      std::optional<std::vector<int64_t>> index = partial.tile_assignment().IndexOfDevice(dev);
+      if (!index) return nullptr;
+      if (repl_dim >= 0) (*index)[repl_dim] = 0;
+      if (!seen.insert(*index).second) return nullptr;
+    }
+  }
   // The other operand's planned layout cannot tile the windowed dim: the
   // plan does not tile it (the target leaves it whole).
   const int64_t e = IndexOf(other_to_iter, it);
@@ -106,7 +123,7 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   // Device j of each ring receives from device j+1, so in iteration i it
   // holds the shard of ring position (j + i) mod k.
   std::vector<std::pair<int64_t, int64_t>> pairs;
-  for (const std::vector<int64_t>& ring : s.GroupsAlongDims({d}).Expand())
+  for (const std::vector<int64_t>& ring : rings)
     for (int64_t j = 0; j < k; ++j) pairs.push_back({ring[(j + 1) % k], ring[j]});
 
   // Condition: i < k.
