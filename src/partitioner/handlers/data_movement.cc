@@ -32,13 +32,18 @@ Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
 
 // `x` (this partition's piece of a value of `global` laid out by `s`)
 // replaced along `dim` by the window `w` of the global value (halo.h), for
-// a result with `out_n` elements along `dim`. Skips the exchange when every
-// window is exactly the partition's own tile and no valid result position
-// lies past the input (where `pad` would have to show).
+// a result with `out_n` elements along `dim`, tiled like `s`. Skips the
+// exchange when every window is exactly the partition's own tile and no
+// valid result position lies past the input (where `pad` would have to
+// show).
 Instruction* Window(SpmdBuilder& b, Instruction* x, const Shape& global, const Sharding& s,
-                    int64_t dim, const HaloWindow& w, Instruction* pad, int64_t out_n) {
-  const int64_t n = global.dimensions(dim);
-  const int64_t tile = CeilDiv(n, Tiles(s, dim));
+                    int64_t dim, HaloWindow w, Instruction* pad, int64_t out_n) {
+  const int64_t n = global.dimensions(dim), k = Tiles(s, dim);
+  const int64_t tile = CeilDiv(n, k);
+  // When only the first result tile holds data (a slice to a few elements),
+  // the other partitions' windows are free: keep them on their own tiles so
+  // they fetch nothing.
+  if (k > 1 && CeilDiv(out_n, k) >= out_n) w.step = tile;
   if (w.first == 0 && w.step == tile && w.size == tile && out_n <= n) return x;
   return ExchangeHaloWindow(b, {x, global, s}, dim, w, pad);
 }
@@ -278,17 +283,20 @@ Status HandleReverse(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
   if (!Plain(out)) return HandlePassThrough(ctx, instr);
   const std::vector<int64_t>& rev = instr.attrs().dimensions;
-  Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
   std::vector<int64_t> tiled;
   for (int64_t d : rev)
     if (Tiles(out, d) > 1) tiled.push_back(d);
+  // The operand laid out by the result's tiling mirrored along the tiled
+  // reversed dims: the partition of result tile i holds input tile n-1-i.
+  // Reshard gets there by one collective-permute, or nothing when the
+  // operand is laid out that way already.
+  Sharding mirrored = out;
   if (!tiled.empty()) {
     const TileAssignment& ta = out.tile_assignment();
     const std::vector<int64_t> devices = ta.Devices();
     const std::vector<int64_t>& dims = ta.dims();
-    std::vector<std::pair<int64_t, int64_t>> pairs;
+    std::vector<int64_t> mirror_devices(devices.size());
     for (int64_t flat = 0; flat < static_cast<int64_t>(devices.size()); ++flat) {
-      // Row-major index of `flat`, mirrored along the tiled reversed dims.
       int64_t rest = flat, mirror = 0, stride = 1;
       for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
         int64_t i = rest % dims[d];
@@ -297,10 +305,12 @@ Status HandleReverse(SpmdContext& ctx, const Instruction& instr) {
         mirror += i * stride;
         stride *= dims[d];
       }
-      pairs.push_back({devices[flat], devices[mirror]});
+      mirror_devices[flat] = devices[mirror];
     }
-    x = ctx.b.CollectivePermute(x, std::move(pairs));
+    mirrored = Sharding::Subgroup(TileAssignment::FromDevices(dims, mirror_devices),
+                                  out.subgroup_types());
   }
+  Instruction* x = ctx.OperandAs(instr, 0, mirrored).hlo;
   Instruction* r = ctx.b.Add(Opcode::kReverse, x->shape(), {x});
   r->mutable_attrs().dimensions = rev;
   x = r;
