@@ -446,11 +446,30 @@ Status HandleSort(SpmdContext& ctx, const Instruction& instr) {
       if (e != dim && Tiles(out0, e) == 1 && dims[e] % k == 0 &&
           (free < 0 || dims[e] > dims[free]))
         free = e;
+    // Else a tiled dim that can take k times more tiles (XLA merges into
+    // it too).
+    int64_t merge = -1;
+    for (int64_t e = 0; free < 0 && e < static_cast<int64_t>(dims.size()); ++e)
+      if (e != dim && Tiles(out0, e) > 1 && dims[e] % (Tiles(out0, e) * k) == 0 &&
+          (merge < 0 || dims[e] > dims[merge]))
+        merge = e;
+    const TileAssignment& ta = out0.tile_assignment();
     if (free >= 0) {
-      std::vector<int64_t> perm(out0.tile_assignment().num_dimensions());
+      std::vector<int64_t> perm(ta.num_dimensions());
       std::iota(perm.begin(), perm.end(), 0);
       std::swap(perm[dim], perm[free]);
-      mid = Sharding::Subgroup(out0.tile_assignment().Transpose(perm), out0.subgroup_types());
+      mid = Sharding::Subgroup(ta.Transpose(perm), out0.subgroup_types());
+    } else if (merge >= 0) {
+      // The sort dim's tiles become the minor part of `merge`'s tiles.
+      std::vector<int64_t> perm, merged = ta.dims();
+      for (int64_t i = 0; i < ta.num_dimensions(); ++i) {
+        if (i == dim) continue;
+        perm.push_back(i);
+        if (i == merge) perm.push_back(dim);
+      }
+      merged[merge] *= k;
+      merged[dim] = 1;
+      mid = Sharding::Subgroup(ta.Transpose(perm).Reshape(merged), out0.subgroup_types());
     } else {
       mid = ReplicateDims(out0, {dim});
     }
