@@ -310,10 +310,14 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   if (v.sharding == dst) return v;
   const Sharding src = v.sharding;
   // Manual values are per-device data that the program itself manages; the
-  // partitioner may relabel them but never move them.
+  // partitioner may relabel them but never move them between devices.
+  // Handlers that run an op on whole values inside a manual region ask for
+  // {replicated}: like XLA, the op then runs on the local manual data (for
+  // partially manual values, made whole within each manual subgroup). Any
+  // other target would need SPMDShardToFullShape.
   if (src.IsManual() || dst.IsManual()) {
-    // A replicated value is the same everywhere: it may enter as is.
-    if (dst.IsManual() && src.IsReplicated()) return {v.hlo, v.shape, dst};
+    if (dst.IsReplicated() || (dst.IsManual() && src.IsReplicated()))
+      return {v.hlo, v.shape, dst};
     return Unsupported(b, v, dst,
                        src.IsManual()
                            ? "a manual value leaves its manual region only through "
@@ -322,10 +326,19 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
                              "SPMDFullToShardShape");
   }
   if (src.HasManualSubgroup() || dst.HasManualSubgroup()) {
-    if (!dst.HasManualSubgroup())
-      return Unsupported(b, v, dst,
-                         "a partially manual value leaves its manual subgroups only through "
-                         "SPMDShardToFullShape");
+    if (!dst.HasManualSubgroup()) {
+      if (!dst.IsReplicated())
+        return Unsupported(b, v, dst,
+                           "a partially manual value leaves its manual subgroups only through "
+                           "SPMDShardToFullShape");
+      std::vector<int64_t> all;
+      for (int64_t d = 0; d < src.TiledDataRank(); ++d)
+        if (src.TileDim(d) > 1) all.push_back(d);
+      if (all.empty()) return {v.hlo, v.shape, dst};
+      RecordReshardPath(ReshardPath::kAllGather, v, dst);
+      PartitionedValue whole = GatherDims(b, v, all, ReplicateDims(src, all));
+      return {whole.hlo, v.shape, dst};
+    }
     if (!src.HasManualSubgroup()) {
       // Entering partially manual subgroups: a value that is not manual is
       // the same in every group, so each group slices its tiles from the

@@ -256,8 +256,19 @@ Status PartitionError(const std::string& from, const std::string& to, int64_t n)
   return part.ok() ? Status::Ok() : part.status();
 }
 
+TEST(ReshardManual, WholeValuesInsideManualRegions) {
+  // Ops run on whole values inside a manual region (fallbacks, reduce
+  // inits) ask for {replicated}: the local manual data is taken as is, and
+  // partially manual data is gathered within its manual subgroup only.
+  Outcome o = CheckReshard("{devices=[1,2,2]<=[4] last_tile_dims={manual}}",
+                           "{devices=[1,1,2,2]<=[4] last_tile_dims={replicated, manual}}", {3, 5},
+                           4);
+  EXPECT_EQ(Count(o.partitioned, "all-gather"), 1);
+  EXPECT_TRUE(PartitionError("{manual}", "{replicated}", 2).ok());
+}
+
 TEST(ReshardManual, LeavingManualIsAnError) {
-  Status s = PartitionError("{manual}", "{replicated}", 2);
+  Status s = PartitionError("{manual}", "{devices=[2,1]<=[2]}", 2);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("SPMDShardToFullShape"), std::string::npos) << s.message();
   s = PartitionError("{devices=[2,1,2]<=[4] last_tile_dims={manual}}", "{devices=[2,2]<=[4]}", 4);
