@@ -449,8 +449,9 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
   CompareOptions copts = options.compare;
   copts.reduction_length = ReductionLength(module);
   result.reduction_length = copts.reduction_length;
-  // Same seed on every rank: the same inputs everywhere, no broadcast needed.
-  // Rank 0 generates the seeded inputs and scatters the shards.
+  // Rank 0 generates the seeded inputs and scatters the shards. The seed is
+  // still part of the fingerprint: ranks launched with different flags are
+  // a misconfigured job, whichever flag differs.
   std::vector<Literal> inputs;
   if (out.is_root) inputs = RandomInputs(*module.entry(), options.seed);
   Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions,

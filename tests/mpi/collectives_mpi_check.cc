@@ -88,9 +88,10 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
       {PrimitiveType::PRED, ReductionKind::kOr}};
   for (const auto& [lname, groups] : layouts) {
     for (const TK& tk : reductions) {
-      // Up to 6 f32 (24 bytes) travel inside the agreement envelope; 7 and
-      // 40000 are gathered whole; 70001 (over 256 KiB for 4-byte types)
-      // takes the sliced path (reduce-scatter, fold, all-gather).
+      // Up to 6 f32 (24 bytes) travel inside the agreement envelope; 7 is
+      // gathered whole; 40000 f32 is gathered whole at 2 ranks and sliced
+      // (reduce-scatter, fold, all-gather) at 4 (group size 4 receives over
+      // 256 KiB); 70001 is sliced for 4-byte types.
       for (int64_t count : {int64_t{1}, int64_t{6}, int64_t{7}, int64_t{40000},
                             int64_t{70001}}) {
         for (bool in_place : {false, true}) {
