@@ -15,6 +15,7 @@ int RunPartitioningCorpus(const std::string& dir, bool verbose,
                           const PartitioningCliOptions& cli) {
   PartitioningConformanceOptions options;
   if (const char* f = std::getenv("MESHSPLIT_CONFORMANCE_FILTER")) options.filter = f;
+  if (const char* f = std::getenv("MESHSPLIT_CONFORMANCE_FROM")) options.from = f;
   if (const char* t = std::getenv("MESHSPLIT_CONFORMANCE_TIMEOUT")) {
     double v = std::atof(t);
     if (v > 0) options.timeout_seconds = v;

@@ -20,7 +20,8 @@ struct PartitioningCliOptions {
 // MESHSPLIT_CONFORMANCE_TIMEOUT (CPU seconds per case, default 20; the
 // --timeout flag wins), MESHSPLIT_CONFORMANCE_WALL_FACTOR (wall-clock
 // backstop as a multiple of it, default 4), MESHSPLIT_CONFORMANCE_SHARD
-// ("i/n": every n-th case from the i-th). Ends with the skip counts per
+// ("i/n": every n-th case from the i-th), MESHSPLIT_CONFORMANCE_FROM (only
+// cases whose name sorts at or after it, to resume a run). Ends with the skip counts per
 // reason. Returns the exit status: 0 when no case failed.
 int RunPartitioningCorpus(const std::string& dir, bool verbose,
                           const PartitioningCliOptions& cli = {});

@@ -65,6 +65,9 @@ struct PartitioningConformanceOptions {
   int64_t child_memory_bytes = int64_t{6} << 30;
   // Only cases whose name contains this (empty = all).
   std::string filter;
+  // Only cases whose name sorts at or after this (empty = all), to resume a
+  // run.
+  std::string from;
   // Run only cases i with i % num_shards == shard (in name order), so that
   // several runners can split a corpus.
   int64_t shard = 0, num_shards = 1;
