@@ -143,15 +143,6 @@ bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
 
 // --- state ---------------------------------------------------------------------
 
-bool Propagator::Has(const Instruction* i) const {
-  const int id = id_.Find(i);
-  return id >= 0 && sharding_[id].has_value();
-}
-
-const Sharding& Propagator::Get(const Instruction* i) const {
-  return *sharding_[Id(i)];
-}
-
 void Propagator::Set(const Instruction* i, Sharding s) {
   if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
   int id = Id(i);
@@ -177,20 +168,17 @@ const std::string& Propagator::ProvenanceText(const Sharding& s) {
 
 void Propagator::Clear(const Instruction* i) { sharding_[Id(i)].reset(); }
 
-const OpShardingRule& Propagator::Rule(const Instruction* i) {
-  int id = Id(i);
-  if (!rules_[id]) {
-    if (as_copy_.count(i)) {
-      OpShardingRule r;
-      r.kind = RuleKind::kElementwise;
-      r.min_aggressiveness = 0;
-      r.partitionable = Partitionable::kYes;
-      r.representative = Representative::kMostSpecific;
-      r.name = "sharding-annotation";
-      rules_[id] = r;
-    } else {
-      rules_[id] = GetOpShardingRule(*i);
-    }
+const OpShardingRule& Propagator::ComputeRule(const Instruction* i, int id) {
+  if (as_copy_.count(i)) {
+    OpShardingRule r;
+    r.kind = RuleKind::kElementwise;
+    r.min_aggressiveness = 0;
+    r.partitionable = Partitionable::kYes;
+    r.representative = Representative::kMostSpecific;
+    r.name = "sharding-annotation";
+    rules_[id] = r;
+  } else {
+    rules_[id] = GetOpShardingRule(*i);
   }
   return *rules_[id];
 }

@@ -26,14 +26,16 @@ class PtrIndex {
  public:
   void Reserve(size_t n) {
     size_t cap = 16;
-    while (cap < 2 * n) cap <<= 1;
+    int bits = 4;
+    while (cap < 2 * n) cap <<= 1, ++bits;
     keys_.assign(cap, nullptr);
     vals_.assign(cap, -1);
+    shift_ = 64 - bits;
     size_ = 0;
   }
   void Put(const void* k, int v) {
     if (keys_.empty() || 2 * (size_ + 1) > keys_.size()) Grow();
-    size_t h = Hash(k) & (keys_.size() - 1);
+    size_t h = Hash(k);
     while (keys_[h] != nullptr && keys_[h] != k) h = (h + 1) & (keys_.size() - 1);
     if (keys_[h] == nullptr) ++size_;
     keys_[h] = k;
@@ -41,7 +43,7 @@ class PtrIndex {
   }
   int Find(const void* k) const {
     if (keys_.empty()) return -1;
-    size_t h = Hash(k) & (keys_.size() - 1);
+    size_t h = Hash(k);
     while (keys_[h] != nullptr) {
       if (keys_[h] == k) return vals_[h];
       h = (h + 1) & (keys_.size() - 1);
@@ -50,12 +52,10 @@ class PtrIndex {
   }
 
  private:
-  static size_t Hash(const void* p) {
-    uint64_t x = reinterpret_cast<uintptr_t>(p);
-    x ^= x >> 33;
-    x *= 0xff51afd7ed558ccdULL;
-    x ^= x >> 33;
-    return static_cast<size_t>(x);
+  // Fibonacci hashing: the top bits of the product index the table.
+  size_t Hash(const void* p) const {
+    return static_cast<size_t>(
+        (reinterpret_cast<uintptr_t>(p) * 0x9e3779b97f4a7c15ULL) >> shift_);
   }
   void Grow() {
     std::vector<const void*> keys = std::move(keys_);
@@ -66,6 +66,7 @@ class PtrIndex {
   }
   std::vector<const void*> keys_;
   std::vector<int> vals_;
+  int shift_ = 60;
   size_t size_ = 0;
 };
 
@@ -78,13 +79,22 @@ class Propagator {
   StatusOr<bool> Run();
 
   // --- sharding state (public for the rule files) ---
-  bool Has(const Instruction* i) const;
-  const Sharding& Get(const Instruction* i) const;
+  bool Has(const Instruction* i) const {
+    const int id = id_.Find(i);
+    return id >= 0 && sharding_[id].has_value();
+  }
+  const Sharding& Get(const Instruction* i) const { return *sharding_[Id(i)]; }
   void Set(const Instruction* i, Sharding s);
   void Clear(const Instruction* i);
-  const OpShardingRule& Rule(const Instruction* i);
+  const OpShardingRule& Rule(const Instruction* i) {
+    const int id = Id(i);
+    if (rules_[id]) return *rules_[id];
+    return ComputeRule(i, id);
+  }
 
  private:
+
+  const OpShardingRule& ComputeRule(const Instruction* i, int id);
 
   // Driver steps (propagation.cc).
   Status Init();
