@@ -185,20 +185,15 @@ Status HandleSlice(SpmdContext& ctx, const Instruction& instr) {
 // Pad: untiled dims are padded locally. Along a tiled dim, output tile i is
 // the input window starting at i * tile - low (edge padding and shifts come
 // from the halo exchange, positions outside the input read the pad value).
-// Interior padding dilates the fetched window locally; that needs the output
-// tile to be a whole number of strides, else the dim is made whole.
+// Interior padding dilates the fetched window locally and cuts the tile out
+// of it (at a per-partition offset when the tile is not a whole number of
+// strides).
 Status HandlePad(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
   if (!Plain(out)) return HandlePassThrough(ctx, instr);
   const Shape& in_shape = instr.operand(0)->shape();
   const PaddingConfig& pc = instr.attrs().padding;
   const int64_t rank = in_shape.rank();
-  for (int64_t d = 0; d < rank; ++d) {
-    const int64_t k = Tiles(out, d);
-    if (k > 1 && pc[d].interior > 0 &&
-        CeilDiv(instr.shape().dimensions(d), k) % (pc[d].interior + 1) != 0)
-      return HandlePassThrough(ctx, instr);
-  }
   Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
   Instruction* value = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
   PaddingConfig local(rank);
@@ -216,15 +211,31 @@ Status HandlePad(SpmdContext& ctx, const Instruction& instr) {
       continue;
     }
     // Input element j lands at output j * s + low. Fetch the inputs of this
-    // tile (plus one either side), dilate them, cut the tile out.
+    // tile (plus one either side), dilate them, cut the tile out. With
+    // tile = q * s + r, tile i starts r * i elements further into its
+    // window each step, so uneven strides fetch k more elements.
+    const int64_t k = out.TileDim(d), q = tile / s, r = tile % s;
     const int64_t first = FloorDiv(-p.low, s);
-    x = Window(ctx.b, x, in_shape, out, d, {first, tile / s, tile / s + 2}, value,
-               instr.shape().dimensions(d));
+    const int64_t size = CeilDiv(tile, s) + 2 + (r == 0 ? 0 : k);
+    x = Window(ctx.b, x, in_shape, out, d, {first, q, size}, value, instr.shape().dimensions(d));
     PaddingConfig dilate(rank);
     dilate[d].interior = p.interior;
     x = PadLocal(ctx.b, x, dilate, value);
     const int64_t skip = -(first * s + p.low);
-    x = SliceDim(ctx.b, x, d, skip, skip + tile);
+    if (r == 0) {
+      x = SliceDim(ctx.b, x, d, skip, skip + tile);
+      continue;
+    }
+    SpmdBuilder& b = ctx.b;
+    Instruction* index = b.TileIndices(out.tile_assignment())[d];
+    Instruction* offset =
+        b.Binary(Opcode::kAdd, b.Binary(Opcode::kMultiply, index, b.ScalarS32(r)),
+                 b.ScalarS32(skip));
+    std::vector<Instruction*> starts(rank, b.ScalarS32(0));
+    starts[d] = offset;
+    std::vector<int64_t> sizes = x->shape().dimensions();
+    sizes[d] = tile;
+    x = b.DynamicSlice(x, starts, sizes);
   }
   SetNamed(ctx, instr, {x, instr.shape(), out});
   return Status::Ok();
