@@ -33,6 +33,10 @@ const std::vector<RandomOpKind> kKinds = {
     // Windowed ops whose results are often tiled along windowed dims
     // (halo exchange): strides, padding, dilations, feature groups.
     {"convolution", true, ""},  {"reduce_window", true, ""},
+    // A copy into partial sums ({unreduced}, or a tiling with an unreduced
+    // and maybe a replicated subgroup): its users read it through Reshard,
+    // which must sum the pieces (all-reduce / reduce-scatter).
+    {"partial_sum", true, ""},
 };
 
 struct Value {
@@ -570,7 +574,48 @@ class Generator {
     }
     if (kind == "convolution") return EmitConvolution();
     if (kind == "reduce_window") return EmitReduceWindow();
+    if (kind == "partial_sum") return EmitPartialSum();
     return false;
+  }
+
+  // A sharding holding partial sums: {unreduced}, or tiles on random dims
+  // with the remaining devices split into an unreduced subgroup and maybe
+  // a replicated one. Empty when there is one device.
+  std::string RandomPartialSumSharding(size_t rank) {
+    if (n_ == 1) return "";
+    if (rank == 0 || Coin(0.25)) return "{unreduced}";
+    std::vector<int64_t> tiles(rank, 1);
+    int64_t remaining = n_;
+    for (size_t d = 0; d < rank; ++d) {
+      if (!Coin(0.5)) continue;
+      std::vector<int64_t> divs = Divisors(remaining);
+      // Leave at least a factor 2 for the unreduced subgroup when possible.
+      int64_t t = divs[Uniform(0, divs.size() - 1)];
+      if (t == remaining && remaining > 1) continue;
+      tiles[d] = t;
+      remaining /= t;
+    }
+    if (remaining == 1) return "{unreduced}";
+    std::vector<int64_t> divs = Divisors(remaining);
+    int64_t u = divs[Uniform(1, divs.size() - 1)];  // > 1
+    int64_t r = remaining / u;
+    std::vector<int64_t> dims = tiles;
+    dims.push_back(u);
+    if (r > 1) dims.push_back(r);
+    return "{devices=" + DimsText(dims) + DeviceList(dims) +
+           (r > 1 ? " last_tile_dims={unreduced, replicated}}" : " last_tile_dims={unreduced}}");
+  }
+
+  bool EmitPartialSum() {
+    const Value* v = Pick([](const Value&) { return true; });
+    if (!v) return false;
+    std::string s = RandomPartialSumSharding(v->dims.size());
+    if (s.empty()) return false;
+    // Partial sums of x are x on one member and zeros elsewhere: summing
+    // them back is exact, so the value keeps its exact flag.
+    Value out = *v;
+    Add(out, "copy(" + v->name + "), sharding=" + s, /*annotate=*/false);
+    return true;
   }
 
   // A random window along one dim of size `n` and the output size, or
