@@ -12,6 +12,9 @@ namespace meshsplit::spmd {
 namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t FloorDiv(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
 
 bool Usable(const Sharding& s) {
   return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);
@@ -75,10 +78,93 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   return true;
 }
 
+
+// Both operands tiled along the same spatial dims, which the result does not
+// tile (the weight gradient: activations convolved with output gradients as
+// the "kernel", summed over space). Shard i holds kernel positions
+// [i*Tk, (i+1)*Tk) and fetches the input those positions read for every
+// output (halo exchange); the local convolutions are partial sums over the
+// kernel's spatial extent, which Reshard reduces. Returns false when the
+// case does not apply.
+bool TrySpatialContraction(SpmdContext& ctx, const Instruction& instr) {
+  const Attributes& a = instr.attrs();
+  if (!a.conv_dnums || !a.window || instr.operand_count() != 2) return false;
+  const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
+  const Sharding out = ctx.ShardingOf(instr);
+  const PartitionedValue& lhs0 = ctx.Get(instr.operand(0));
+  const PartitionedValue& rhs0 = ctx.Get(instr.operand(1));
+  if (!Usable(lhs0.sharding) || !Usable(rhs0.sharding)) return false;
+  if (out.IsTuple() || out.IsManual() || HasUnreduced(out)) return false;
+  const int64_t nsp = static_cast<int64_t>(dn.input_spatial_dimensions.size());
+  if (static_cast<int64_t>(a.window->size()) != nsp) return false;
+  const Shape& lhs_shape = instr.operand(0)->shape();
+  const Shape& rhs_shape = instr.operand(1)->shape();
+  std::vector<int64_t> dims;  // spatial indices k contracted across shards
+  for (int64_t k = 0; k < nsp; ++k) {
+    const int64_t ld = dn.input_spatial_dimensions[k], kd = dn.kernel_spatial_dimensions[k];
+    const int64_t m = lhs0.sharding.TileDim(ld);
+    if (m <= 1 || rhs0.sharding.TileDim(kd) != m) continue;
+    if (out.IsTiled() && out.TileDim(dn.output_spatial_dimensions[k]) > 1) continue;
+    if (rhs_shape.dimensions(kd) < m) continue;
+    dims.push_back(k);
+  }
+  if (dims.empty()) return false;
+  // Plans: kernel tile Tk, input window per shard.
+  std::vector<std::optional<HaloWindow>> windows(nsp);
+  Window window = *a.window;
+  for (int64_t k : dims) {
+    const WindowDimension& w = (*a.window)[k];
+    if (w.window_reversal || w.stride < 1 || w.base_dilation < 1 || w.window_dilation < 1)
+      return false;
+    const int64_t m = lhs0.sharding.TileDim(dn.input_spatial_dimensions[k]);
+    const int64_t kt = CeilDiv(rhs_shape.dimensions(dn.kernel_spatial_dimensions[k]), m);
+    const int64_t o = instr.shape().dimensions(dn.output_spatial_dimensions[k]);
+    const int64_t bd = w.base_dilation;
+    if ((kt * w.window_dilation) % bd != 0 || o < 1) return false;
+    const int64_t span = (o - 1) * w.stride + (kt - 1) * w.window_dilation + 1;
+    const int64_t first = -FloorDiv(w.padding_low, bd);
+    const int64_t last = FloorDiv(span - 1 - w.padding_low, bd);
+    if (last < first) return false;
+    windows[k] = HaloWindow{first, kt * w.window_dilation / bd, last - first + 1};
+    window[k].size = kt;
+    window[k].padding_low = first * bd + w.padding_low;
+    window[k].padding_high = span - window[k].padding_low - ((last - first) * bd + 1);
+  }
+  // Operand layouts: only the contracted spatial dims stay tiled, the rhs
+  // tiled like the lhs along them.
+  std::vector<int64_t> keep_l;
+  for (int64_t k : dims) keep_l.push_back(dn.input_spatial_dimensions[k]);
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < lhs_shape.rank(); ++d)
+    if (std::find(keep_l.begin(), keep_l.end(), d) == keep_l.end()) others.push_back(d);
+  Sharding lhs_target = ReplicateDims(lhs0.sharding, others);
+  std::vector<int64_t> rhs_to_lhs(rhs_shape.rank(), -1);
+  for (int64_t k : dims) rhs_to_lhs[dn.kernel_spatial_dimensions[k]] = dn.input_spatial_dimensions[k];
+  Sharding rhs_target = ProjectSharding(lhs_target, rhs_to_lhs);
+  PartitionedValue lhs = Reshard(ctx.b, lhs0, lhs_target);
+  PartitionedValue rhs = Reshard(ctx.b, rhs0, rhs_target);
+  SpmdBuilder& b = ctx.b;
+  Instruction* zero = b.Zero(lhs_shape.element_type());
+  // Kernel padding must add nothing.
+  std::vector<int64_t> kernel_dims;
+  for (int64_t k : dims) kernel_dims.push_back(dn.kernel_spatial_dimensions[k]);
+  rhs.hlo = MaskPadding(b, rhs, kernel_dims, zero);
+  for (int64_t k : dims)
+    lhs.hlo = ExchangeHaloWindow(b, lhs, dn.input_spatial_dimensions[k], *windows[k], zero);
+  // The local result: partial sums over the devices of the contracted dims.
+  std::vector<int64_t> none(instr.shape().rank(), -1);
+  Sharding partial = ProjectSharding(lhs_target, none, SubgroupType::kUnreduced);
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), partial), {lhs.hlo, rhs.hlo});
+  r->mutable_attrs().window = window;
+  ctx.Set(instr, Reshard(b, {r, instr.shape(), partial}, out));
+  return true;
+}
+
 }  // namespace
 
 Status HandleConvolution(SpmdContext& ctx, const Instruction& instr) {
   if (TrySpatialConvolution(ctx, instr)) return Status::Ok();
+  if (TrySpatialContraction(ctx, instr)) return Status::Ok();
   const Attributes& a = instr.attrs();
   if (!a.conv_dnums || a.feature_group_count != 1 || a.batch_group_count != 1 ||
       instr.operand_count() != 2)
