@@ -3,8 +3,13 @@
 // picks the cheapest correct path — local dynamic-slice (more tiled),
 // all-gather (less tiled), all-to-all (tiling moves to another dim),
 // collective-permute (same tiling, other device order), all-reduce /
-// reduce-scatter (partial sums) — and falls back to gather-everything-then-
-// slice, which is always right. Uneven dims are padded at the end.
+// reduce-scatter (partial sums) — then the mesh-axis planner
+// (reshard_axes.h: collectives over just the axes that move, also for
+// partial sums and within manual subgroups), a collective-permute onto a
+// related device order plus the planner, and only then gather-then-slice,
+// which is always right. Uneven dims are padded at the end. Manual values
+// are never moved: leaving a manual (sub)group for a tiled layout is an
+// error, reading them whole ({replicated}) takes the local data as is.
 #pragma once
 
 #include <cstdint>
