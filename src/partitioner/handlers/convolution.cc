@@ -27,29 +27,43 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   const Attributes& a = instr.attrs();
   if (!a.conv_dnums || !a.window || instr.operand_count() != 2) return false;
   const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
-  const Sharding out = ctx.ShardingOf(instr);
-  if (!Usable(out)) return false;
+  const Sharding result = ctx.ShardingOf(instr);
+  if (!Usable(result)) return false;
   const int64_t nsp = static_cast<int64_t>(dn.output_spatial_dimensions.size());
   if (static_cast<int64_t>(a.window->size()) != nsp) return false;
-  std::vector<int64_t> tiled;
-  for (int64_t k = 0; k < nsp; ++k)
-    if (out.TileDim(dn.output_spatial_dimensions[k]) > 1) tiled.push_back(k);
-  if (tiled.empty()) return false;
   const int64_t groups = a.feature_group_count, batch_groups = a.batch_group_count;
-  const int64_t feature_tiles = out.TileDim(dn.output_feature_dimension);
-  const int64_t batch_tiles = out.TileDim(dn.output_batch_dimension);
-  // Grouped convolutions keep whole groups on each shard.
-  if (groups > 1 && groups % feature_tiles != 0) return false;
-  if (batch_groups > 1 && (feature_tiles > 1 || batch_tiles > 1)) return false;
-
+  // Dims of the result this path cannot keep tiled are made whole (and the
+  // result resharded at the end): spatial dims whose window cannot be
+  // planned, feature dims that would split a group, and batch / feature
+  // dims under batch_group_count.
+  std::vector<int64_t> whole;
+  std::vector<int64_t> tiled;
   std::vector<WindowedDimPlan> plans(nsp);
-  for (int64_t k : tiled) {
+  for (int64_t k = 0; k < nsp; ++k) {
     const int64_t od = dn.output_spatial_dimensions[k];
-    const int64_t out_tile = CeilDiv(instr.shape().dimensions(od), out.TileDim(od));
+    if (result.TileDim(od) == 1) continue;
+    const int64_t out_tile = CeilDiv(instr.shape().dimensions(od), result.TileDim(od));
     std::optional<WindowedDimPlan> p = PlanWindowedDim((*a.window)[k], out_tile);
-    if (!p) return false;
+    if (!p) {
+      whole.push_back(od);
+      continue;
+    }
     plans[k] = *p;
+    tiled.push_back(k);
   }
+  // Without a spatial dim left, only grouped convolutions are better off
+  // here than on the iteration-space path (which cannot split groups).
+  if (tiled.empty() && groups == 1 && batch_groups == 1) return false;
+  if (groups > 1 && groups % result.TileDim(dn.output_feature_dimension) != 0)
+    whole.push_back(dn.output_feature_dimension);
+  if (batch_groups > 1) {
+    whole.push_back(dn.output_feature_dimension);
+    whole.push_back(dn.output_batch_dimension);
+  }
+  std::sort(whole.begin(), whole.end());
+  whole.erase(std::unique(whole.begin(), whole.end()), whole.end());
+  const Sharding out = whole.empty() ? result : ReplicateDims(result, whole);
+  const int64_t feature_tiles = out.TileDim(dn.output_feature_dimension);
 
   const Shape& lhs_shape = instr.operand(0)->shape();
   const Shape& rhs_shape = instr.operand(1)->shape();
@@ -74,7 +88,7 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), out), {windowed.hlo, rhs.hlo});
   r->mutable_attrs().window = window;
   r->mutable_attrs().feature_group_count = groups / feature_tiles;
-  ctx.Set(instr, {r, instr.shape(), out});
+  ctx.Set(instr, Reshard(b, {r, instr.shape(), out}, result));
   return true;
 }
 
