@@ -92,8 +92,8 @@ std::optional<Sharding> ChooseWholeShardingCandidate(const ContractionSpace& spa
 
 // The shared core of dot and convolution. Each operand / result dim maps to
 // an iteration-space dim, or to -1 when the op reaches across it (a
-// convolution's spatial dims), which must then be whole. Iteration dims at
-// or after `first_contracting` are summed over.
+// convolution's spatial dims), which must then be whole. Iteration dims no
+// result dim maps to are summed over.
 Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
                             const std::vector<int64_t>& lhs_to_iter,
                             const std::vector<int64_t>& rhs_to_iter,
