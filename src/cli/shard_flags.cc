@@ -4,7 +4,10 @@
 #include "import/load.h"
 #include "import/shard_spec.h"
 #include "partitioner/partitioner.h"
+#include <iostream>
+
 #include "sharding/mesh.h"
+#include "transforms/batch_norm_expander.h"
 
 namespace meshsplit::cli {
 
@@ -13,6 +16,8 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
                   "Sharding spec JSON: mesh + name-glob rules applied before propagation");
   app->add_option("--mesh", flags->mesh,
                   "Device mesh 'data=2,model=4' (overrides the spec's mesh)");
+  app->add_flag("--keep-batch-norm", flags->keep_batch_norm,
+                "Keep batch-norm ops fused (they are then replicated: no rule partitions them)");
   // Partitioner option shared by every command that partitions; it sets the
   // process-wide default so that verify's and report's own pipelines see it.
   app->add_option_function<int64_t>(
@@ -31,6 +36,15 @@ StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,
     auto mesh = Mesh::Parse(flags.mesh);
     if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
     module->set_num_partitions(mesh->num_devices());
+  }
+  if (!flags.keep_batch_norm) {
+    // Neither propagation nor the partitioner has a rule for the fused ops;
+    // as reductions a batch-sharded network stays sharded through them.
+    MS_ASSIGN_OR_RETURN(int64_t expanded, ExpandBatchNorm(*module));
+    if (expanded > 0)
+      std::cerr << "note: expanded " << expanded
+                << " batch-norm ops into reductions and elementwise ops (--keep-batch-norm "
+                   "keeps them)\n";
   }
   return module;
 }

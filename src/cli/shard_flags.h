@@ -16,12 +16,15 @@ namespace meshsplit::cli {
 struct ShardFlags {
   std::string spec;  // --shard: sharding spec file (docs/shard_spec.md)
   std::string mesh;  // --mesh: overrides the spec's mesh
+  bool keep_batch_norm = false;  // --keep-batch-norm
 };
 
 void AddShardFlags(CLI::App* app, ShardFlags* flags);
 
 // LoadModule(path), then ApplyShardSpec when --shard is given. --mesh without
-// --shard only sets the module's num_partitions to the mesh size.
+// --shard only sets the module's num_partitions to the mesh size. Batch-norm
+// ops are expanded into reductions (transforms/batch_norm_expander.h) unless
+// --keep-batch-norm, with a note on stderr.
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,
                                                     const ShardFlags& flags);
 

@@ -2,8 +2,10 @@
 // their written major-to-minor order), glob matching and application.
 #include "import/shard_spec.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <regex>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -42,8 +44,9 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
   auto err = [&](const std::string& m) { return Status::Error(name + ": " + m); };
   if (!j.is_object()) return err("the spec must be a JSON object");
   for (const auto& [key, _] : j.items())
-    if (key != "mesh" && key != "rules" && key != "comment")
-      return err("unknown key '" + key + "' (expected mesh, rules, comment)");
+    if (key != "mesh" && key != "rules" && key != "comment" && key != "existing_axes")
+      return err("unknown key '" + key +
+                 "' (expected mesh, rules, existing_axes, comment)");
   ShardSpec spec;
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
@@ -64,6 +67,14 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
     if (!mesh.ok()) return err("mesh: " + mesh.status().message());
     spec.mesh = std::move(*mesh);
     spec.has_mesh = true;
+  }
+  if (j.contains("existing_axes")) {
+    const json& e = j["existing_axes"];
+    if (!e.is_array()) return err("\"existing_axes\" must be a list of mesh axis names");
+    for (const json& a : e) {
+      if (!a.is_string()) return err("\"existing_axes\": axis names must be strings");
+      spec.existing_axes.push_back(a.get<std::string>());
+    }
   }
   if (j.contains("rules")) {
     if (!j["rules"].is_array()) return err("\"rules\" must be an array");
@@ -105,6 +116,119 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
   return spec;
 }
 
+namespace {
+
+// (output tuple index, parameter number) pairs of the module header's
+// `input_output_alias={ {0}: (0, {}, may-alias), ... }`; only top-level
+// outputs aliasing whole parameters are listed.
+std::vector<std::pair<int64_t, int64_t>> TopLevelAliases(const Module& module) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [key, value] : module.header_attrs()) {
+    if (key != "input_output_alias") continue;
+    static const std::regex kEntry(R"(\{\s*(\d+)\s*\}\s*:\s*\(\s*(\d+)\s*,\s*\{\s*\})");
+    for (auto it = std::sregex_iterator(value.begin(), value.end(), kEntry);
+         it != std::sregex_iterator(); ++it)
+      out.emplace_back(std::stoll((*it)[1]), std::stoll((*it)[2]));
+  }
+  return out;
+}
+
+// An output that aliases a parameter shares its buffer, so it must have the
+// parameter's layout: copy the parameters' new shardings onto the aliased
+// elements of a tuple root's sharding.
+void ShardAliasedOutputs(Module& module, const std::vector<Instruction*>& annotated_params) {
+  Instruction* root = module.entry()->root();
+  if (!root->shape().IsTuple() || !root->has_sharding() || !root->sharding()->IsTuple()) return;
+  Sharding sharding = *root->sharding();
+  auto& elements = sharding.mutable_tuple_elements();
+  bool changed = false;
+  for (auto [output, param] : TopLevelAliases(module)) {
+    if (output >= static_cast<int64_t>(elements.size()) ||
+        root->shape().tuple_shapes(output).IsTuple())
+      continue;
+    for (Instruction* p : annotated_params)
+      if (p->attrs().parameter_number == param && p->has_sharding()) {
+        elements[output] = *p->sharding();
+        changed = true;
+        // Frameworks state the output layout on the op producing the output
+        // as well (JAX's out_shardings become a sharding on the last op).
+        if (root->opcode() == Opcode::kTuple) {
+          Instruction* producer = root->operand(static_cast<int>(output));
+          if (producer->has_sharding() && producer->opcode() != Opcode::kParameter)
+            producer->set_sharding(*p->sharding());
+        }
+      }
+  }
+  if (changed) root->set_sharding(std::move(sharding));
+}
+
+}  // namespace
+
+StatusOr<Sharding> LiftSharding(const Sharding& s, const Mesh& mesh,
+                                const std::vector<std::string>& existing_axes) {
+  if (s.IsTuple()) {
+    std::vector<Sharding> elements;
+    for (const Sharding& e : s.tuple_elements()) {
+      MS_ASSIGN_OR_RETURN(Sharding lifted, LiftSharding(e, mesh, existing_axes));
+      elements.push_back(std::move(lifted));
+    }
+    Sharding out = Sharding::Tuple(std::move(elements));
+    out.set_shard_group(s.shard_group());
+    return out;
+  }
+  if (!s.IsTiled() && !s.IsMaximal()) return s;  // replicated, manual, ...
+  std::vector<int64_t> existing, others;  // axis indices
+  for (const std::string& name : existing_axes) {
+    auto a = mesh.AxisIndex(name);
+    if (!a) return Status::Error("existing_axes: unknown mesh axis '" + name + "'");
+    existing.push_back(*a);
+  }
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (std::find(existing.begin(), existing.end(), a) == existing.end()) others.push_back(a);
+  int64_t old_devices = 1, copies = 1;
+  for (int64_t a : existing) old_devices *= mesh.axes()[a].size;
+  for (int64_t a : others) copies *= mesh.axes()[a].size;
+  // The new devices of old device `d`, one per combination of the other axes.
+  auto new_devices = [&](int64_t d, std::vector<int64_t>* out) -> Status {
+    if (d < 0 || d >= old_devices)
+      return Status::Error("sharding " + s.ToString(false) + " names device " +
+                           std::to_string(d) + ", but the existing axes hold only " +
+                           std::to_string(old_devices) + " devices");
+    std::vector<int64_t> coords(mesh.num_axes(), 0);
+    for (int64_t i = static_cast<int64_t>(existing.size()) - 1; i >= 0; --i) {
+      coords[existing[i]] = d % mesh.axes()[existing[i]].size;
+      d /= mesh.axes()[existing[i]].size;
+    }
+    for (int64_t r = 0; r < copies; ++r) {
+      int64_t rest = r;
+      for (int64_t i = static_cast<int64_t>(others.size()) - 1; i >= 0; --i) {
+        coords[others[i]] = rest % mesh.axes()[others[i]].size;
+        rest /= mesh.axes()[others[i]].size;
+      }
+      out->push_back(mesh.devices().DeviceAt(coords));
+    }
+    return Status::Ok();
+  };
+  std::vector<int64_t> devices;
+  if (s.IsMaximal()) {
+    MS_RETURN_IF_ERROR(new_devices(s.device(), &devices));
+    Sharding out = Sharding::Maximal(devices.front());
+    out.set_shard_group(s.shard_group());
+    return out;
+  }
+  if (copies == 1 && s.tile_assignment().num_devices() == mesh.num_devices()) return s;
+  // One O(devices) pass: a spec is applied once per command.
+  for (int64_t d : s.tile_assignment().Devices()) MS_RETURN_IF_ERROR(new_devices(d, &devices));
+  std::vector<int64_t> dims = s.tile_assignment().dims();
+  dims.push_back(copies);
+  std::vector<SubgroupType> types = s.subgroup_types();
+  types.push_back(SubgroupType::kReplicated);
+  Sharding out = Sharding::Subgroup(TileAssignment::FromDevices(dims, std::move(devices)),
+                                    std::move(types));
+  out.set_shard_group(s.shard_group());
+  return out;
+}
+
 StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) {
   if (!spec.has_mesh) return Status::Error("the sharding spec has no mesh (give --mesh)");
   Computation* entry = module.entry();
@@ -116,9 +240,19 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
         if (!spec.mesh.AxisIndex(axis))
           return Status::Error("rule '" + rule.match + "': unknown mesh axis '" + axis +
                                "' (mesh is " + spec.mesh.ToString() + ")");
+  if (!spec.existing_axes.empty()) {
+    for (const auto& comp : module.computations())
+      for (const auto& instr : comp->instructions()) {
+        if (!instr->has_sharding()) continue;
+        auto lifted = LiftSharding(*instr->sharding(), spec.mesh, spec.existing_axes);
+        if (!lifted.ok())
+          return Status::Error("%" + instr->name() + ": " + lifted.status().message());
+        instr->set_sharding(std::move(*lifted));
+      }
+  }
   ShardSpecReport report;
   std::vector<bool> used(spec.rules.size(), false);
-  std::vector<Instruction*> targets;
+  std::vector<Instruction*> targets, annotated_params;
   for (const auto& instr : entry->instructions())
     if (instr->opcode() == Opcode::kParameter || instr->opcode() == Opcode::kConstant)
       targets.push_back(instr.get());
@@ -153,6 +287,7 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
       }
       if (instr->opcode() == Opcode::kParameter) {
         instr->set_sharding(std::move(sharding));
+        annotated_params.push_back(instr);
       } else {
         // Constants are often folded or shared; annotate the value where it
         // is used rather than the constant itself.
@@ -175,6 +310,7 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
   }
   for (size_t r = 0; r < spec.rules.size(); ++r)
     if (!used[r]) report.unmatched.push_back(spec.rules[r].match);
+  ShardAliasedOutputs(module, annotated_params);
   entry->SortTopologically();
   module.set_num_partitions(spec.mesh.num_devices());
   return report;

@@ -23,6 +23,12 @@ struct ShardSpec {
   Mesh mesh;
   bool has_mesh = false;
   std::vector<ShardRule> rules;
+  // "existing_axes": the mesh axes (major first) that the shardings already
+  // in the module were written for. Those shardings are re-expressed on the
+  // spec's mesh, replicated over the other axes (e.g. a data-parallel module
+  // for 8 devices lifted onto data=8,model=4 before adding model rules).
+  // Empty: shardings already in the module are left as they are.
+  std::vector<std::string> existing_axes;
 };
 
 // Parses spec JSON text; `name` is used in messages.
@@ -35,6 +41,13 @@ struct ShardSpecReport {
   int annotated = 0;                    // tensors that received a sharding
   std::vector<std::string> unmatched;   // rules that matched nothing
 };
+
+// `s`, written for a mesh of only the `existing_axes` of `mesh` (old device
+// d at the row-major coordinates of d over those axes), re-expressed on
+// `mesh`: every device that agrees on the existing axes holds what old device
+// d held. Errors: an old device id beyond the existing axes' size.
+StatusOr<Sharding> LiftSharding(const Sharding& s, const Mesh& mesh,
+                                const std::vector<std::string>& existing_axes);
 
 // Applies the first matching rule to every entry parameter and constant of
 // the entry computation: parameters get the sharding directly, constants get

@@ -84,5 +84,57 @@ TEST(ShardSpec, UnknownAxisAndRankMismatchAreErrors) {
   EXPECT_NE(r.status().message().find("has 1 dims but 'x'"), std::string::npos);
 }
 
+TEST(ShardSpec, LiftsExistingShardingsOntoTheNamedAxes) {
+  auto mesh = Mesh::Parse("data=2,model=4");
+  ASSERT_TRUE(mesh.ok());
+  auto lift = [&](const char* text, std::vector<std::string> axes) {
+    auto s = Sharding::Parse(text);
+    EXPECT_TRUE(s.ok()) << text;
+    auto out = LiftSharding(*s, *mesh, axes);
+    return out.ok() ? out->ToString(false) : "error: " + out.status().message();
+  };
+  // Old device d is data coordinate d; every model coordinate holds a copy.
+  EXPECT_EQ(lift("{devices=[2,1]<=[2]}", {"data"}),
+            "{devices=[2,1,4]<=[8] last_tile_dim_replicate}");
+  // On the minor axis the copies are strided over the major one.
+  EXPECT_EQ(lift("{devices=[4,1]<=[4]}", {"model"}),
+            "{devices=[4,1,2]<=[2,4]T(1,0) last_tile_dim_replicate}");
+  // An existing replicated subgroup grows by the new axis.
+  EXPECT_EQ(lift("{devices=[1,2]0,1}", {"data"}),
+            "{devices=[1,2,4]<=[8] last_tile_dim_replicate}");
+  EXPECT_EQ(lift("{maximal device=1}", {"data"}), "{maximal device=4}");
+  EXPECT_EQ(lift("{replicated}", {"data"}), "{replicated}");
+  EXPECT_EQ(lift("{{devices=[2]<=[2]}, {replicated}}", {"data"}),
+            "{{devices=[2,4]<=[8] last_tile_dim_replicate}, {replicated}}");
+  // Devices beyond the existing axes are an error, not a silent wrap.
+  EXPECT_EQ(lift("{devices=[4]<=[4]}", {"data"}).rfind("error: ", 0), 0u);
+}
+
+TEST(ShardSpec, AliasedOutputsFollowTheirParameters) {
+  auto m = ParseModuleText(R"(HloModule m, input_output_alias={ {0}: (0, {}, may-alias) }, num_partitions=2
+ENTRY %main (w: f32[8,4], x: f32[2,4]) -> (f32[8,4], f32[2,4]) {
+  %w = f32[8,4] parameter(0), sharding={replicated}
+  %x = f32[2,4] parameter(1), sharding={devices=[2,1]<=[2]}
+  %w2 = f32[8,4] add(%w, %w)
+  %out = f32[8,4] reshape(%w2), sharding={replicated}
+  ROOT %t = (f32[8,4], f32[2,4]) tuple(%out, %x), sharding={{replicated}, {devices=[2,1]<=[2]}}
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto spec = ParseShardSpec(R"({"mesh": {"data": 2, "model": 2}, "existing_axes": ["data"],
+      "rules": [{"match": "w", "dims": ["model", null]}]})", "s.json");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto report = ApplyShardSpec(**m, *spec);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  Computation* e = (*m)->entry();
+  const std::string w = "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}";
+  EXPECT_EQ(e->parameter(0)->sharding()->ToString(false), w);
+  EXPECT_EQ(e->parameter(1)->sharding()->ToString(false),
+            "{devices=[2,1,2]<=[4] last_tile_dim_replicate}");
+  EXPECT_EQ(e->root()->sharding()->ToString(false),
+            "{" + w + ", {devices=[2,1,2]<=[4] last_tile_dim_replicate}}");
+  EXPECT_EQ(e->root()->operand(0)->sharding()->ToString(false), w);
+}
+
 }  // namespace
 }  // namespace meshsplit
