@@ -187,11 +187,17 @@ bool Propagator::IsCustomCallTarget(const Instruction* i, const char* target) co
   return IsCustomCall(*i, target) && !as_copy_.count(i);
 }
 
-bool Propagator::MaybeImprove(const Instruction* i, Sharding s, bool may_combine,
-                              bool allow_aggressive) {
+bool Propagator::MaybeImprove(const Instruction* i, const Sharding& s,
+                              bool may_combine, bool allow_aggressive) {
+  if (s.IsTuple() != i->shape().IsTuple())
+    return MaybeImprove(i, NormalizeToShape(s, i->shape()), may_combine,
+                        allow_aggressive);
   const Sharding* cur = Has(i) ? &Get(i) : nullptr;
-  if (s.IsTuple() != i->shape().IsTuple()) s = NormalizeToShape(s, i->shape());
-  auto r = ReturnImprovedSharding(std::move(s), cur, i->shape(), may_combine,
+  // The same sharding again (most visits once the fixed point is near):
+  // ReturnImprovedSharding would keep `cur`, so nothing changes (and
+  // nothing is copied).
+  if (cur != nullptr && *cur == s) return false;
+  auto r = ReturnImprovedSharding(s, cur, i->shape(), may_combine,
                                   allow_aggressive);
   if (!r) return false;
   if (cur != nullptr && *cur == *r) return false;

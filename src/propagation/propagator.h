@@ -139,7 +139,7 @@ class Propagator {
 
   // Improves the sharding of `i` with `s` (XLA's MaybeImproveInstructionSharding)
   // and records the provenance.
-  bool MaybeImprove(const Instruction* i, Sharding s, bool may_combine,
+  bool MaybeImprove(const Instruction* i, const Sharding& s, bool may_combine,
                     bool allow_aggressive = false);
   bool MaybeImproveSub(const Instruction* i, Sharding s, int64_t index,
                        bool may_combine, bool allow_aggressive = false);
