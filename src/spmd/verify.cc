@@ -290,6 +290,15 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
                              " same-named intermediate values agree";
 }
 
+bool HasArrayLeaf(const Shape& s) {
+  if (s.IsTuple()) {
+    for (const Shape& e : s.tuple_shapes())
+      if (HasArrayLeaf(e)) return true;
+    return false;
+  }
+  return s.IsArray();
+}
+
 // Flattens the array leaves of a value (tuples depth-first).
 void Leaves(const Literal& v, std::vector<const Literal*>& out) {
   if (v.shape().IsTuple()) {
@@ -312,7 +321,8 @@ void LeafShapes(const Shape& s, std::vector<Shape>& out) {
 // `sharding`. Fills `result` on the first problem and returns false.
 bool CompareLogical(const Shape& shape, const Sharding& sharding,
                     const std::vector<const Literal*>& ref, const std::vector<const Literal*>& got,
-                    const std::string& what, const CompareOptions& copts, VerifyResult& result) {
+                    const std::string& what, const CompareOptions& copts, VerifyResult& result,
+                    int64_t& compared) {
   const size_t n = ref.size();
   std::vector<Shape> shapes;
   LeafShapes(shape, shapes);
@@ -331,6 +341,7 @@ bool CompareLogical(const Shape& shape, const Sharding& sharding,
   }
   for (size_t i = 0; i < shapes.size(); ++i) {
     if (!shapes[i].IsArray()) continue;
+    ++compared;
     std::string leaf = shapes.size() > 1 ? what + "{" + std::to_string(i) + "}" : what;
     std::vector<const Literal*> parts(n);
     for (size_t d = 0; d < n; ++d) parts[d] = got_leaves[d][i];
@@ -412,8 +423,9 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
     got_ptrs.push_back(&(*got)[d]);
   }
   const Instruction* proot = partitioned.entry()->root();
+  int64_t compared = 0;
   if (!CompareLogical(original.entry()->root()->shape(), ShardingOrReplicated(*proot), ref_ptrs,
-                      got_ptrs, "out", copts, result))
+                      got_ptrs, "out", copts, result, compared))
     return result;
   // Outfeeds: the k-th call of each outfeed, per device, laid out by the
   // original outfeed's sharding.
@@ -473,7 +485,7 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
         g[d] = r[d];  // placeholder of the right structure, never read
       }
       if (!CompareLogical(data_shape, s, r, g, "outfeed %" + name + "#" + std::to_string(k),
-                          copts, result))
+                          copts, result, compared))
         return result;
     }
     for (int64_t d = 0; d < n; ++d)
@@ -484,6 +496,10 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
                          ", the original " + std::to_string(count);
         return result;
       }
+  }
+  if (compared == 0) {
+    result.status = "empty";
+    result.message = "the module has no array output or outfeed to compare";
   }
   return result;
 }
@@ -603,6 +619,11 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
   result.reference_reason = DeviceReferenceReason(original);
   if (!result.reference_reason.empty())
     return VerifyPerDevice(original, partitioned, options, copts, result);
+  if (original.entry()->root() == nullptr || !HasArrayLeaf(original.entry()->root()->shape())) {
+    result.status = "empty";
+    result.message = "the module has no array output to compare";
+    return result;
+  }
   std::vector<Literal> inputs = RandomInputs(*original.entry(), options.seed);
   StatusOr<Literal> ref = EvaluateModule(original, inputs);
   if (!ref.ok()) {

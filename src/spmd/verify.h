@@ -72,7 +72,8 @@ struct VerifyResult {
   // "ok", "mismatch", or the stage that failed with an error: "propagate",
   // "partition", "reference" (the original on one device), "spmd" (the
   // partitioned program on N devices), "assemble"; "too-large" when a value
-  // exceeds VerifyOptions::max_value_bytes.
+  // exceeds VerifyOptions::max_value_bytes; "empty" when the module has no
+  // array output (or outfeed) to compare, so nothing was verified.
   std::string status = "ok";
   std::string message;  // error text or the first mismatching element
   double max_abs_error = 0;
