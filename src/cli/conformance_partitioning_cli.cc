@@ -57,6 +57,13 @@ int RunPartitioningCorpus(const std::string& dir, bool verbose,
     if (r.outcome == CaseOutcome::kSkipped) by_reason[r.reason.empty() ? "other" : r.reason]++;
   for (const auto& [reason, count] : by_reason)
     std::printf("skipped (%s): %lld\n", reason.c_str(), static_cast<long long>(count));
+  // Timeouts depend on the machine's load (the wall-clock backstop is
+  // MESHSPLIT_CONFORMANCE_WALL_FACTOR x --timeout), so they are counted apart.
+  int64_t timeouts = 0;
+  for (const PartitioningCaseResult& r : summary->cases)
+    if (r.outcome == CaseOutcome::kFailed && r.detail.rfind("timeout", 0) == 0) ++timeouts;
+  if (timeouts > 0)
+    std::printf("failed (timeout): %lld\n", static_cast<long long>(timeouts));
   std::printf("%lld passed, %lld failed, %lld skipped\n",
               static_cast<long long>(summary->passed), static_cast<long long>(summary->failed),
               static_cast<long long>(summary->skipped));
