@@ -87,7 +87,9 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   }
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), out), {windowed.hlo, rhs.hlo});
   r->mutable_attrs().window = window;
-  r->mutable_attrs().feature_group_count = groups / feature_tiles;
+  // Each shard holds groups / feature_tiles whole groups (feature tiling
+  // of an ungrouped convolution splits only the kernel).
+  if (groups > 1) r->mutable_attrs().feature_group_count = groups / feature_tiles;
   ctx.Set(instr, Reshard(b, {r, instr.shape(), out}, result));
   return true;
 }
