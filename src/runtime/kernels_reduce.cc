@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/fast_scalar.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
@@ -180,6 +181,54 @@ void ForEachWindowElement(const std::vector<std::vector<int64_t>>& tables, const
   }
 }
 
+// Reduce-window fast path when the last r - q dimensions (`inner` elements)
+// are untouched by the window: for each output position over the first q
+// dimensions and each valid window position (row-major), combines a whole
+// contiguous row of `inner` elements.
+template <typename T, typename Round>
+void ReduceWindowRows(const std::vector<std::vector<int64_t>>& tables, const Window& w,
+                      const std::vector<int64_t>& in_dims, const std::vector<int64_t>& out_dims,
+                      int q, int64_t inner, const T* p, T* o, ReducerKind kind, Round round) {
+  std::vector<int64_t> in_strides = RowMajorStrides(in_dims);
+  std::vector<int64_t> odims(out_dims.begin(), out_dims.begin() + q), wdims(q);
+  int64_t out_n = 1, win_n = 1;
+  for (int d = 0; d < q; ++d) {
+    wdims[d] = w[d].size;
+    out_n *= odims[d];
+    win_n *= wdims[d];
+  }
+  if (out_n == 0 || win_n == 0) return;
+  auto rows = [&](auto op) {
+    std::vector<int64_t> oi(q, 0), wi(q, 0);
+    for (int64_t ob = 0; ob < out_n; ++ob, NextIndex(oi, odims)) {
+      T* dst = o + ob * inner;
+      std::fill(wi.begin(), wi.end(), 0);
+      do {
+        int64_t off = 0;
+        bool valid = true;
+        for (int d = 0; d < q; ++d) {
+          int64_t i = tables[d][oi[d] * wdims[d] + wi[d]];
+          if (i < 0) {
+            valid = false;
+            break;
+          }
+          off += i * in_strides[d];
+        }
+        if (!valid) continue;
+        const T* src = p + off;
+        for (int64_t j = 0; j < inner; ++j) dst[j] = round(op(dst[j], src[j]));
+      } while (NextIndex(wi, wdims));
+    }
+  };
+  switch (kind) {
+    case ReducerKind::kAdd: rows([](T a, T b) { return ApplyReducerKind(ReducerKind::kAdd, a, b); }); break;
+    case ReducerKind::kMul: rows([](T a, T b) { return ApplyReducerKind(ReducerKind::kMul, a, b); }); break;
+    case ReducerKind::kMax: rows([](T a, T b) { return ApplyReducerKind(ReducerKind::kMax, a, b); }); break;
+    case ReducerKind::kMin: rows([](T a, T b) { return ApplyReducerKind(ReducerKind::kMin, a, b); }); break;
+    default: rows([kind](T a, T b) { return ApplyReducerKind(kind, a, b); }); break;
+  }
+}
+
 }  // namespace
 
 StatusOr<Literal> EvalReduce(KernelArgs& k) {
@@ -279,9 +328,25 @@ StatusOr<Literal> EvalReduceWindow(KernelArgs& k) {
     Literal in = ToCompute(k.op(0));
     Literal out(Shape(in.element_type(), out_dims));
     FillWith(out, ToCompute(k.op(1)));
+    // Trailing dimensions the window leaves alone (size 1, no stride, padding
+    // or dilation) form a contiguous run that is reduced as a vector; the
+    // order of window positions per output element is unchanged.
+    int q = r;
+    int64_t inner = 1;
+    while (q > 0) {
+      const WindowDimension& wd = w[q - 1];
+      if (wd.size != 1 || wd.stride != 1 || wd.padding_low != 0 || wd.padding_high != 0 ||
+          wd.window_dilation != 1 || wd.base_dilation != 1 || in_dims[q - 1] != out_dims[q - 1])
+        break;
+      inner *= in_dims[--q];
+    }
     WithComputeType(t, [&]<typename T>(auto round) {
       const T* p = in.data<T>();
       T* o = out.data<T>();
+      if (inner > 1 && ScalarProgramsEnabled()) {
+        ReduceWindowRows<T>(tables, w, in_dims, out_dims, q, inner, p, o, kind, round);
+        return;
+      }
       ForEachWindowElement(tables, w, in_dims, out_dims, [&](int64_t oi, int64_t ii) {
         o[oi] = round(ApplyReducerKind<T>(kind, o[oi], p[ii]));
       });
@@ -534,6 +599,23 @@ StatusOr<Literal> EvalSort(KernelArgs& k) {
   int64_t slices = 1;
   for (int64_t d : outer_dims) slices *= d;
   if (len == 0 || slices == 0) return MakeResult(std::move(outs));
+  // Other comparators: compiled to a ScalarProgram when they are plain scalar
+  // arithmetic, else interpreted per comparison.
+  std::optional<ScalarProgram> program;
+  std::vector<const uint8_t*> op_raw(n);
+  std::vector<int64_t> op_width(n);
+  if (!simple && ScalarProgramsEnabled()) {
+    program = ScalarProgram::Compile(*cmp);
+    if (program && (program->param_count() != static_cast<int>(2 * n) ||
+                    program->root_type() != PrimitiveType::PRED))
+      program.reset();
+    for (size_t i = 0; program && i < n; ++i) {
+      PrimitiveType t = k.op(i).element_type();
+      if (program->param_type(2 * i) != t || program->param_type(2 * i + 1) != t) program.reset();
+      op_raw[i] = k.op(i).raw();
+      op_width[i] = ByteWidth(t);
+    }
+  }
   std::vector<int64_t> idx(dims.size(), 0), perm(len);
   std::vector<Literal> scalars(2 * n);
   std::vector<const Literal*> args(2 * n);
@@ -552,6 +634,16 @@ StatusOr<Literal> EvalSort(KernelArgs& k) {
         st = MergeSort(perm, [&](int64_t a, int64_t b) -> StatusOr<bool> {
           return lt ? keys[a] < keys[b] : keys[a] > keys[b];
         });
+      });
+    } else if (program) {
+      // Compiled comparator: parameters point straight into the operands.
+      std::vector<const void*> pargs(2 * n);
+      st = MergeSort(perm, [&](int64_t a, int64_t b) -> StatusOr<bool> {
+        for (size_t i = 0; i < n; ++i) {
+          pargs[2 * i] = op_raw[i] + (base + a * stride) * op_width[i];
+          pargs[2 * i + 1] = op_raw[i] + (base + b * stride) * op_width[i];
+        }
+        return (program->Run(pargs.data()) & 0xff) != 0;
       });
     } else {
       st = MergeSort(perm, [&](int64_t a, int64_t b) -> StatusOr<bool> {
