@@ -373,9 +373,16 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   for (const Instruction* p : pe.parameters()) local_input_bytes += ValueBytes(p->shape());
   const int64_t n = c.num_partitions;
   const int64_t ref_copies = per_device ? n : 1;
-  const int64_t estimate = ref_copies * (ref_peak + input_bytes) +
-                           n * (part_peak + local_input_bytes) +
-                           2 * ValueBytes(oe.root()->shape());
+  const int64_t root_bytes = ValueBytes(oe.root()->shape());
+  // Two phases: the reference run (its peak includes its arguments) while
+  // the inputs are kept (whole, or per device with the partitioned
+  // arguments already made), then the N partitions (their peaks include
+  // their arguments) while the inputs and the reference result are kept.
+  const int64_t kept_inputs = per_device ? n * local_input_bytes : input_bytes;
+  const int64_t estimate =
+      std::max(ref_copies * ref_peak + kept_inputs,
+               (per_device ? 0 : input_bytes) + ref_copies * root_bytes + n * part_peak) +
+      root_bytes;
   if (estimate > max_run_bytes) {
     std::ostringstream os;
     os << "partitioned OK, not run: the run needs about " << (estimate >> 20)
