@@ -86,7 +86,8 @@ bool IsLeafMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
 
 }  // namespace
 
-// --- small queries -------------------------------------------------------------
+// --- small queries
+// -------------------------------------------------------------
 
 bool IsUnknownSharding(const Sharding& s) {
   if (!s.IsTuple()) return s.IsUnknown();
@@ -129,7 +130,8 @@ void SetCsePrevention(Sharding* s, bool on) {
   s->set_metadata(on ? std::string(kCseMarker) : std::string());
 }
 
-// --- order -----------------------------------------------------------------------
+// --- order
+// -----------------------------------------------------------------------
 
 bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
   if (lhs.IsTuple() != rhs.IsTuple()) return false;
@@ -162,12 +164,14 @@ bool IsShardingStrictlyBetter(const Sharding& lhs, const Sharding& rhs) {
 
 bool IsSpatiallyPartitioned(const Sharding& s) {
   if (s.IsTuple())
-    return std::any_of(s.tuple_elements().begin(), s.tuple_elements().end(),
-                       [](const Sharding& e) { return IsSpatiallyPartitioned(e); });
+    return std::any_of(
+        s.tuple_elements().begin(), s.tuple_elements().end(),
+        [](const Sharding& e) { return IsSpatiallyPartitioned(e); });
   return s.kind() != Sharding::Kind::kMaximal;
 }
 
-// --- merging ---------------------------------------------------------------------
+// --- merging
+// ---------------------------------------------------------------------
 
 bool MergeShardingIfCompatible(const Sharding& to_merge, Sharding* dst) {
   return MergeShardingIfCompatible(to_merge, dst->NumTiles() + 1, dst);
@@ -240,7 +244,8 @@ std::optional<Sharding> ReturnImprovedSharding(
   return std::nullopt;
 }
 
-// --- moving tilings between dimension spaces ----------------------------------------
+// --- moving tilings between dimension spaces
+// ----------------------------------------
 
 Sharding PartiallyReplicateOnDims(const Sharding& s,
                                   const std::vector<int64_t>& dims) {
@@ -271,7 +276,8 @@ Sharding RemoveShapeDimensions(const Sharding& s,
   return sharding_util::RemoveShapeDimensions(s, dims);
 }
 
-Sharding TransposeSharding(const Sharding& s, const std::vector<int64_t>& dims) {
+Sharding TransposeSharding(const Sharding& s,
+                           const std::vector<int64_t>& dims) {
   if (!s.IsTiled()) return s;
   const int64_t rank = s.TiledDataRank();
   if (static_cast<int64_t>(dims.size()) == rank) {
@@ -353,7 +359,8 @@ Sharding ReverseSharding(const Sharding& s, const std::vector<int64_t>& dims) {
   if (!s.IsTiled() || dims.empty()) return s;
   std::vector<int64_t> valid;
   for (int64_t d : dims)
-    if (d >= 0 && d < s.tile_assignment().num_dimensions() && !Contains(valid, d))
+    if (d >= 0 && d < s.tile_assignment().num_dimensions() &&
+        !Contains(valid, d))
       valid.push_back(d);
   Sharding r = sharding_util::ReverseSharding(s, valid);
   r.set_metadata(std::string());
@@ -380,7 +387,8 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
   // symbolically. The device walk below is the general answer.
   if (sub == s) return true;
   if (!sub.HasManualSubgroup() && !s.HasManualSubgroup() &&
-      sub.tile_assignment().num_devices() == s.tile_assignment().num_devices()) {
+      sub.tile_assignment().num_devices() ==
+          s.tile_assignment().num_devices()) {
     bool even = true;
     for (int64_t i = 0; i < rank && even; ++i)
       even = shape.dimensions(i) % sub.TileDim(i) == 0 &&
@@ -388,8 +396,7 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
     if (even) {
       Sharding coarse = sub;
       for (int64_t i = 0; i < rank; ++i)
-        coarse = sharding_util::KeepTilesOnDim(
-            coarse, i, s.TileDim(i));
+        coarse = sharding_util::KeepTilesOnDim(coarse, i, s.TileDim(i));
       if (coarse == s) return true;
     }
   }
@@ -439,17 +446,20 @@ Sharding FindCommonSharding(const std::vector<Sharding>& shardings,
 
 std::optional<int64_t> GetFirstTargetDimToMoveShardingTiles(
     const Shape& shape, const Sharding& s, int64_t source_dim) {
-  if (shape.rank() < 2 || shape.dimensions(source_dim) == 1) return std::nullopt;
+  if (shape.rank() < 2 || shape.dimensions(source_dim) == 1)
+    return std::nullopt;
   if (!s.IsTiled() || TileDimOr1(s, source_dim) == 1) return std::nullopt;
   for (int64_t d = 0; d < shape.rank(); ++d) {
     if (d == source_dim) continue;
-    if (shape.dimensions(d) % (TileDimOr1(s, source_dim) * TileDimOr1(s, d)) == 0)
+    if (shape.dimensions(d) % (TileDimOr1(s, source_dim) * TileDimOr1(s, d)) ==
+        0)
       return d;
   }
   return std::nullopt;
 }
 
-// --- tuples ------------------------------------------------------------------------
+// --- tuples
+// ------------------------------------------------------------------------
 
 int64_t LeafCount(const Shape& shape) {
   if (!shape.IsTuple()) return 1;
@@ -468,8 +478,7 @@ Sharding GetSubSharding(const Sharding& s, const Shape& shape, int64_t index) {
   if (!sub.IsTuple()) return el[start];
   int64_t n = LeafCount(sub);
   std::vector<Sharding> leaves(
-      el.begin() + start,
-      el.begin() + std::min<int64_t>(el.size(), start + n));
+      el.begin() + start, el.begin() + std::min<int64_t>(el.size(), start + n));
   return Sharding::Tuple(std::move(leaves));
 }
 

@@ -59,9 +59,9 @@ std::optional<Sharding> ReturnImprovedSharding(
     Sharding from, const Sharding* to_improved, const Shape& shape,
     bool may_combine_partial_sharding, bool allow_aggressive_resharding);
 
-// --- moving tilings between dimension spaces ----------------------------------
-// Moves the tiling of data dims `dims` into the replication subgroup (dims
-// outside the data rank are ignored).
+// --- moving tilings between dimension spaces
+// ---------------------------------- Moves the tiling of data dims `dims` into
+// the replication subgroup (dims outside the data rank are ignored).
 Sharding PartiallyReplicateOnDims(const Sharding& s,
                                   const std::vector<int64_t>& dims);
 Sharding PartiallyReplicateOnAllDimsExcept(const Sharding& s,
@@ -87,8 +87,7 @@ Sharding PropagateAlongDimsAndReplicateOthers(
     const std::vector<int64_t>& target_dims, int64_t target_rank);
 // XLA's reshape rules (see sharding_util.h).
 std::optional<Sharding> ReshapeSharding(const Shape& source,
-                                        const Shape& target,
-                                        const Sharding& s);
+                                        const Shape& target, const Sharding& s);
 Sharding PropagateShardingThroughReshape(const Shape& source,
                                          const Shape& target,
                                          const Sharding& s);
@@ -97,8 +96,9 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
                                 const Sharding& s);
 Sharding FindCommonSharding(const std::vector<Sharding>& shardings,
                             std::optional<Sharding> default_sharding = {});
-std::optional<int64_t> GetFirstTargetDimToMoveShardingTiles(
-    const Shape& shape, const Sharding& s, int64_t source_dim);
+std::optional<int64_t> GetFirstTargetDimToMoveShardingTiles(const Shape& shape,
+                                                            const Sharding& s,
+                                                            int64_t source_dim);
 
 // --- tuples ------------------------------------------------------------------
 // Leaf count of a (possibly nested) tuple shape, and the sub-sharding of

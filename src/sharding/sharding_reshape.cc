@@ -233,7 +233,8 @@ Sharding PropagateShardingThroughReshape(const std::vector<int64_t>& from,
     std::vector<int64_t> devices;
     devices.reserve(ids.size());
     for (int64_t x : positions)
-      for (int64_t g = 0; g < m; ++g) devices.push_back(ids[g * group_size + x]);
+      for (int64_t g = 0; g < m; ++g)
+        devices.push_back(ids[g * group_size + x]);
     out = TileAssignment::FromDevices(out_dims, std::move(devices));
   }
   types.push_back(SubgroupType::kManual);

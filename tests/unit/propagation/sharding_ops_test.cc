@@ -2,9 +2,10 @@
 // merging of partial shardings, the "more specific" order, the "improve"
 // decision, partial replication, factor projection, reshape, tuple helpers,
 // and that none of it expands an iota tile assignment over many devices.
+#include "propagation/sharding_ops.h"
+
 #include <gtest/gtest.h>
 
-#include "propagation/sharding_ops.h"
 #include "sharding/sharding.h"
 
 namespace meshsplit::propagation {
@@ -21,22 +22,24 @@ void ExpectSame(const Sharding& got, const std::string& want) {
 }
 
 TEST(HelpersTest, TuplesUnknownAndCseMarker) {
-  Sharding nested = FlatTuple({P("{replicated}"),
-                               P("{{maximal device=1}, {devices=[2]0,1}}")});
+  Sharding nested = FlatTuple(
+      {P("{replicated}"), P("{{maximal device=1}, {devices=[2]0,1}}")});
   ASSERT_TRUE(nested.IsTuple());
   ASSERT_EQ(nested.tuple_elements().size(), 3u);
   ExpectSame(nested.tuple_elements()[2], "{devices=[2]0,1}");
   EXPECT_TRUE(IsUnknownSharding(P("{{unknown}, {unknown}}")));
   EXPECT_FALSE(IsUnknownSharding(P("{{unknown}, {replicated}}")));
-  EXPECT_EQ(TileDimOr1(P("{devices=[2,1,2]<=[4] last_tile_dim_replicate}"), 2), 1);
+  EXPECT_EQ(TileDimOr1(P("{devices=[2,1,2]<=[4] last_tile_dim_replicate}"), 2),
+            1);
   EXPECT_EQ(TileDimOr1(P("{replicated}"), 0), 1);
   Sharding s = P("{devices=[2]0,1 metadata={op_name=\"x\"}}");
   EXPECT_FALSE(HasCsePrevention(s));
   SetCsePrevention(&s, true);
   EXPECT_TRUE(HasCsePrevention(s));
   EXPECT_EQ(s, P("{devices=[2]0,1}"));  // metadata is not part of equality
-  EXPECT_TRUE(HasCsePrevention(P(
-      "{replicated metadata={op_name=\"_sharding_propagation_cse_prevention\"}}")));
+  EXPECT_TRUE(HasCsePrevention(
+      P("{replicated "
+        "metadata={op_name=\"_sharding_propagation_cse_prevention\"}}")));
 }
 
 TEST(MergeTest, CombinesCompatiblePartialShardings) {
@@ -61,16 +64,19 @@ TEST(MergeTest, MergeShardingOnlyCombinesWhenAllowed) {
   Sharding dst = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   Sharding from = P("{devices=[1,2,2]0,2,1,3 last_tile_dim_replicate}");
   Sharding copy = dst;
-  EXPECT_FALSE(MergeSharding(from, &copy, /*may_combine_partial_sharding=*/false));
+  EXPECT_FALSE(
+      MergeSharding(from, &copy, /*may_combine_partial_sharding=*/false));
   EXPECT_TRUE(MergeSharding(from, &dst, /*may_combine_partial_sharding=*/true));
   ExpectSame(dst, "{devices=[2,2]0,1,2,3}");
 }
 
 TEST(SpecificityTest, OrdersByTileCount) {
-  EXPECT_TRUE(IsShardingMoreSpecific(P("{devices=[2,2]<=[4]}"),
-                                     P("{devices=[2,1,2]<=[4] last_tile_dim_replicate}")));
+  EXPECT_TRUE(IsShardingMoreSpecific(
+      P("{devices=[2,2]<=[4]}"),
+      P("{devices=[2,1,2]<=[4] last_tile_dim_replicate}")));
   EXPECT_TRUE(IsShardingMoreSpecific(P("{devices=[2]0,1}"), P("{replicated}")));
-  EXPECT_FALSE(IsShardingMoreSpecific(P("{replicated}"), P("{devices=[2]0,1}")));
+  EXPECT_FALSE(
+      IsShardingMoreSpecific(P("{replicated}"), P("{devices=[2]0,1}")));
   EXPECT_TRUE(IsShardingMoreSpecific(P("{manual}"), P("{replicated}")));
   EXPECT_FALSE(IsShardingMoreSpecific(P("{devices=[2]0,1}"), P("{manual}")));
 }
@@ -79,15 +85,19 @@ TEST(ImproveTest, KeepsExistingTilingUnlessCompatible) {
   Shape shape(PrimitiveType::F32, {8, 8});
   Sharding cur = P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
   // Same number of tiles but on another dim: not an improvement.
-  EXPECT_FALSE(ReturnImprovedSharding(P("{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}"),
-                                      &cur, shape, true, false));
+  EXPECT_FALSE(ReturnImprovedSharding(
+      P("{devices=[1,2,2]0,1,2,3 last_tile_dim_replicate}"), &cur, shape, true,
+      false));
   // A refinement of the current tiling is.
-  auto r = ReturnImprovedSharding(P("{devices=[2,2]0,1,2,3}"), &cur, shape, true, false);
+  auto r = ReturnImprovedSharding(P("{devices=[2,2]0,1,2,3}"), &cur, shape,
+                                  true, false);
   ASSERT_TRUE(r.has_value());
   ExpectSame(*r, "{devices=[2,2]0,1,2,3}");
   // Anything spatially partitioned beats nothing; maximal never propagates.
-  EXPECT_TRUE(ReturnImprovedSharding(P("{replicated}"), nullptr, shape, true, false));
-  EXPECT_FALSE(ReturnImprovedSharding(P("{maximal device=1}"), nullptr, shape, true, false));
+  EXPECT_TRUE(
+      ReturnImprovedSharding(P("{replicated}"), nullptr, shape, true, false));
+  EXPECT_FALSE(ReturnImprovedSharding(P("{maximal device=1}"), nullptr, shape,
+                                      true, false));
 }
 
 TEST(ReplicationTest, PartiallyReplicatesDims) {
@@ -99,8 +109,9 @@ TEST(ReplicationTest, PartiallyReplicatesDims) {
   ExpectSame(PartiallyReplicateOnDims(s, {0, 1}), "{replicated}");
   ExpectSame(PartiallyReplicateOnAllDimsExcept(s, {0}),
              "{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}");
-  ExpectSame(ReplicateAllDataDims(P("{devices=[2,2]0,1,2,3 last_tile_dims={manual}}")),
-             "{devices=[1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}");
+  ExpectSame(
+      ReplicateAllDataDims(P("{devices=[2,2]0,1,2,3 last_tile_dims={manual}}")),
+      "{devices=[1,2,2]0,2,1,3 last_tile_dims={manual, replicated}}");
 }
 
 TEST(ProjectionTest, MapsFactorsAndReplicatesTheRest) {
@@ -112,7 +123,8 @@ TEST(ProjectionTest, MapsFactorsAndReplicatesTheRest) {
   ExpectSame(ProjectSharding(P("{devices=[2,4]<=[8]}"), {1, 0}, 2),
              "{devices=[4,2]<=[2,4]T(1,0)}");
   // Broadcast-like mapping into a higher rank.
-  ExpectSame(ProjectSharding(P("{devices=[2]0,1}"), {2}, 3), "{devices=[1,1,2]0,1}");
+  ExpectSame(ProjectSharding(P("{devices=[2]0,1}"), {2}, 3),
+             "{devices=[1,1,2]0,1}");
   // Unmapped tiled dims are replicated.
   ExpectSame(ProjectSharding(P("{devices=[2,2]<=[4]}"), {0, -1}, 1),
              "{devices=[2,2]<=[4] last_tile_dim_replicate}");
@@ -139,22 +151,27 @@ TEST(ReshapeTest, SplitsAndMergesDims) {
 }
 
 TEST(ReverseTest, ReversesDeviceOrder) {
-  ExpectSame(ReverseSharding(P("{devices=[4,1]0,1,2,3}"), {0}), "{devices=[4,1]3,2,1,0}");
-  ExpectSame(ReverseSharding(P("{devices=[4,1]0,1,2,3}"), {1}), "{devices=[4,1]0,1,2,3}");
+  ExpectSame(ReverseSharding(P("{devices=[4,1]0,1,2,3}"), {0}),
+             "{devices=[4,1]3,2,1,0}");
+  ExpectSame(ReverseSharding(P("{devices=[4,1]0,1,2,3}"), {1}),
+             "{devices=[4,1]0,1,2,3}");
 }
 
 TEST(SubTilingTest, RecognisesRefinements) {
   Shape shape(PrimitiveType::F32, {8, 8});
-  EXPECT_TRUE(IsSubTilingOrEqualSharding(shape, P("{devices=[2,2]0,1,2,3}"),
-                                         P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
-  EXPECT_FALSE(IsSubTilingOrEqualSharding(shape, P("{devices=[2,2]0,2,1,3}"),
-                                          P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
+  EXPECT_TRUE(IsSubTilingOrEqualSharding(
+      shape, P("{devices=[2,2]0,1,2,3}"),
+      P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
+  EXPECT_FALSE(IsSubTilingOrEqualSharding(
+      shape, P("{devices=[2,2]0,2,1,3}"),
+      P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
 }
 
 // Over 8192 devices in iota form, the propagation rules stay symbolic: no
 // call may expand the device list.
 TEST(SymbolicTest, RulesDoNotExpandIotaAssignments) {
-  const Sharding rows = P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
+  const Sharding rows =
+      P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
   const Sharding cols =
       P("{devices=[1,16,512]<=[16,512]T(1,0) last_tile_dim_replicate}");
   const Shape shape(PrimitiveType::F32, {64, 128});
@@ -171,7 +188,8 @@ TEST(SymbolicTest, RulesDoNotExpandIotaAssignments) {
   EXPECT_EQ(merged.NumTiles(), 128);
   EXPECT_TRUE(merged.tile_assignment().is_iota());
   Sharding again = rows;
-  EXPECT_TRUE(MergeSharding(cols, &again, /*may_combine_partial_sharding=*/true));
+  EXPECT_TRUE(
+      MergeSharding(cols, &again, /*may_combine_partial_sharding=*/true));
   EXPECT_EQ(again, merged);
   EXPECT_TRUE(IsSubTilingOrEqualSharding(shape, merged, rows));
   auto improved = ReturnImprovedSharding(merged, &rows, shape, true, false);

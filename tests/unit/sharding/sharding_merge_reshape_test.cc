@@ -101,14 +101,13 @@ TEST(SymbolicMergeTest, AgreesWithADeviceWalk) {
     Sharding got = d;
     const bool ok = MergeShardingIfCompatible(m, /*minimum_tiles=*/1, &got);
     std::optional<Sharding> want = ReferenceMerge(m, d);
-    ASSERT_EQ(ok, want.has_value())
-        << "seed 1234 iter " << iter << ": " << m.ToString() << " into "
-        << d.ToString();
+    ASSERT_EQ(ok, want.has_value()) << "seed 1234 iter " << iter << ": "
+                                    << m.ToString() << " into " << d.ToString();
     if (ok) {
       ++merged_count;
-      EXPECT_EQ(got, *want) << m.ToString() << " into " << d.ToString()
-                            << ": got " << got.ToString() << ", want "
-                            << want->ToString();
+      EXPECT_EQ(got, *want)
+          << m.ToString() << " into " << d.ToString() << ": got "
+          << got.ToString() << ", want " << want->ToString();
     }
   }
   // The generator must exercise both outcomes.
@@ -119,13 +118,15 @@ TEST(SymbolicMergeTest, AgreesWithADeviceWalk) {
 TEST(SymbolicMergeTest, ManySymbolicDevices) {
   const int64_t before = TileAssignment::iota_expansions();
   Sharding rows = P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
-  Sharding cols = P("{devices=[1,16,512]<=[16,512]T(1,0) last_tile_dim_replicate}");
+  Sharding cols =
+      P("{devices=[1,16,512]<=[16,512]T(1,0) last_tile_dim_replicate}");
   ASSERT_TRUE(MergeShardingIfCompatible(cols, 2, &rows));
   EXPECT_EQ(rows, P("{devices=[8,16,64]<=[8,2,16,32]T(0,2,1,3) "
                     "last_tile_dim_replicate}"));
   // Both tile dim 0 but with different devices: no merge.
   Sharding a = P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
-  Sharding b = P("{devices=[8,1,1024]<=[8,1024]T(1,0) last_tile_dim_replicate}");
+  Sharding b =
+      P("{devices=[8,1,1024]<=[8,1024]T(1,0) last_tile_dim_replicate}");
   Sharding c = P("{devices=[1,4,2048]<=[8192] last_tile_dim_replicate}");
   EXPECT_FALSE(MergeShardingIfCompatible(b, 2, &a));
   // Overlapping device digits (dim 0 of `a` and dim 1 of `c` both use the
@@ -143,8 +144,9 @@ TEST(ReshapeXlaTest, SplitsMergesAndStaysSymbolic) {
   r = ReshapeShardingXla({6, 4}, {4, 6}, P("{devices=[6,1]<=[6]}"));
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(*r, P("{devices=[2,1,3]<=[6] last_tile_dim_replicate}"));
-  EXPECT_EQ(PropagateShardingThroughReshape({6, 4}, {24}, P("{devices=[1,2]0,1}")),
-            Sharding::Replicate());
+  EXPECT_EQ(
+      PropagateShardingThroughReshape({6, 4}, {24}, P("{devices=[1,2]0,1}")),
+      Sharding::Replicate());
   // [64,128] tiled 8 ways on dim 0 over 8192 devices -> [64,8,16].
   Sharding big = P("{devices=[8,1,1024]<=[8192] last_tile_dim_replicate}");
   EXPECT_EQ(PropagateShardingThroughReshape({64, 128}, {64, 8, 16}, big),
@@ -153,7 +155,8 @@ TEST(ReshapeXlaTest, SplitsMergesAndStaysSymbolic) {
   Sharding manual = P("{devices=[4,1,2]<=[8] last_tile_dims={manual}}");
   EXPECT_EQ(PropagateShardingThroughReshape({8, 6}, {8, 2, 3}, manual),
             P("{devices=[4,1,1,2]<=[8] last_tile_dims={manual}}"));
-  Sharding manual_t = P("{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dims={manual}}");
+  Sharding manual_t =
+      P("{devices=[2,1,4]<=[4,2]T(1,0) last_tile_dims={manual}}");
   EXPECT_EQ(PropagateShardingThroughReshape({8, 6}, {2, 4, 6}, manual_t),
             P("{devices=[2,1,1,4]<=[4,2]T(1,0) last_tile_dims={manual}}"));
   EXPECT_EQ(TileAssignment::iota_expansions(), before);
