@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 #include "runtime/kernels.h"
 
@@ -56,10 +57,22 @@ Literal Permuted(const Literal& in, PrimitiveType t, const std::vector<int64_t>&
   return out;
 }
 
+std::mutex& BlasMutex() {
+  static std::mutex m;
+  return m;
+}
+
 template <typename T>
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const T* a, int64_t lda, const T* b,
           int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
   if (m == 0 || n == 0) return;
+  // One BLAS call at a time: the SPMD runtime evaluates every virtual device
+  // on its own thread, and OpenBLAS gives each concurrent caller a large
+  // work buffer from a small fixed pool; with many devices (and an address
+  // space limit, as in the conformance runner's children) callers spin on
+  // failing buffer allocations. Serialising keeps one buffer in use.
+  std::unique_lock<std::mutex> lock(BlasMutex(), std::defer_lock);
+  if constexpr (std::is_floating_point_v<T>) lock.lock();
   if constexpr (std::is_same_v<T, float>) {
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, kk,
                 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
