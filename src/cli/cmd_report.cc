@@ -25,6 +25,7 @@ struct ReportCliOptions {
   std::string file;
   int64_t num_partitions = 0;
   bool no_propagate = false;
+  bool partitioned = false;
   bool json = false;
   std::string html;
   ShardFlags shard;
@@ -51,6 +52,21 @@ std::string RootAnnotation(const Module& module, const PropagationReport& report
     cur = last.sources.front();
   }
   return "";
+}
+
+// True for `meshsplit partition` output: some collective carries the cause
+// the partitioner records (collective_cause.h).
+bool IsPartitionerOutput(const Module& module) {
+  for (const auto& c : module.computations())
+    for (const auto& i : c->instructions()) {
+      const Opcode op = i->opcode();
+      if (op != Opcode::kAllReduce && op != Opcode::kAllGather && op != Opcode::kAllToAll &&
+          op != Opcode::kReduceScatter && op != Opcode::kCollectivePermute)
+        continue;
+      for (const auto& [k, v] : FrontendAttributes(*i))
+        if (k == "ms_instr") return true;
+    }
+  return false;
 }
 
 std::string HumanBytes(double b) {
@@ -87,8 +103,10 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
   j["file"] = d.file;
   j["num_partitions"] = d.num_partitions;
   j["mesh"] = d.mesh.ToString();
+  j["input_partitioned"] = d.input_partitioned;
   j["per_device"] = CostSummaryJson(d.per_device);
-  j["unpartitioned"] = CostSummaryJson(d.unpartitioned);
+  j["unpartitioned"] = d.input_partitioned ? nlohmann::ordered_json(nullptr)
+                                           : CostSummaryJson(d.unpartitioned);
   nlohmann::ordered_json cols = nlohmann::ordered_json::array();
   for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
     const CollectiveCost& c = d.per_device.collectives[k];
@@ -104,7 +122,10 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
     e["count"] = c.count;
     e["mesh_axes"] = c.mesh_axes;
     e["cause"] = cause.ToString();
-    e["cause_detail"] = {{"source", cause.source},
+    e["cause_detail"] = {{"recorded", cause.recorded},
+                         {"instruction", cause.instruction},
+                         {"op", cause.op},
+                         {"source", cause.source},
                          {"source_op", cause.source_op},
                          {"consumer", cause.consumer},
                          {"rule", cause.rule},
@@ -133,14 +154,15 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
 
 void PrintText(const ReportData& d, std::ostream& os) {
   os << "report for " << d.file << ": " << d.num_partitions << " partitions, mesh "
-     << d.mesh.ToString() << "\n\n";
+     << d.mesh.ToString() << (d.input_partitioned ? " (input already partitioned)" : "")
+     << "\n\n";
   char line[256];
   std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", "", "per device", "unpartitioned");
   os << line;
   auto row = [&](const char* name, double a, double b, bool bytes) {
     std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", name,
                   (bytes ? HumanBytes(a) : Num(a)).c_str(),
-                  (bytes ? HumanBytes(b) : Num(b)).c_str());
+                  d.input_partitioned ? "-" : (bytes ? HumanBytes(b) : Num(b)).c_str());
     os << line;
   };
   row("flops", d.per_device.flops, d.unpartitioned.flops, false);
@@ -196,9 +218,16 @@ int RunReport(const ReportCliOptions& opts) {
   Module& module = *d.original;
   // Costs read declared shapes: refuse a module whose shapes are wrong.
   if (Status st = VerifyModule(module); !st.ok()) return ReportError(st);
+  d.input_partitioned = opts.partitioned || IsPartitionerOutput(module);
+  if (d.input_partitioned && opts.num_partitions > 0 &&
+      opts.num_partitions != module.num_partitions())
+    return ReportError(Status::Error(
+        "--num-partitions " + std::to_string(opts.num_partitions) +
+        " differs from the partitioned input's num_partitions=" +
+        std::to_string(module.num_partitions())));
   if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
   d.num_partitions = module.num_partitions();
-  // The mesh: --mesh, else the spec's mesh, else one axis over all devices.
+  // The mesh: --mesh, else the spec's, else the module header's, else one axis.
   std::string mesh_text = opts.shard.mesh;
   if (mesh_text.empty() && !opts.shard.spec.empty()) {
     std::ifstream in(opts.shard.spec);
@@ -207,6 +236,10 @@ int RunReport(const ReportCliOptions& opts) {
     auto spec = ParseShardSpec(ss.str(), opts.shard.spec);
     if (spec.ok() && spec->has_mesh) mesh_text = spec->mesh.ToString();
   }
+  // Then the module's own `mesh={...}` header (named shardings).
+  if (mesh_text.empty())
+    for (const auto& [key, value] : module.header_attrs())
+      if (key == "mesh") mesh_text = value;
   if (!mesh_text.empty()) {
     auto mesh = Mesh::Parse(mesh_text);
     if (!mesh.ok()) return ReportError(Status::Error("--mesh: " + mesh.status().message()));
@@ -219,26 +252,35 @@ int RunReport(const ReportCliOptions& opts) {
     d.has_named_mesh = false;
   }
   PropagationReport preport;
-  if (!opts.no_propagate) {
-    auto result = PropagateShardings(module, PropagationOptions{}, &preport);
-    if (!result.ok()) return ReportError(result.status());
+  if (d.input_partitioned) {
+    // Already partitioned: cost it as is; the recorded causes name the
+    // instructions of the program it came from, which is not at hand.
+    d.partitioned = std::move(d.original);
+  } else {
+    if (!opts.no_propagate) {
+      auto result = PropagateShardings(module, PropagationOptions{}, &preport);
+      if (!result.ok()) return ReportError(result.status());
+    }
+    PartitionOptions popts;
+    popts.num_partitions = opts.num_partitions;
+    auto partitioned = PartitionModule(module, popts);
+    if (!partitioned.ok()) return ReportError(partitioned.status());
+    d.partitioned = std::move(*partitioned);
   }
-  PartitionOptions popts;
-  popts.num_partitions = opts.num_partitions;
-  auto partitioned = PartitionModule(module, popts);
-  if (!partitioned.ok()) return ReportError(partitioned.status());
-  d.partitioned = std::move(*partitioned);
 
   CostOptions copts;
   copts.mesh = &d.mesh;
   d.per_device = ComputeModuleCost(*d.partitioned, copts);
   d.per_device.num_partitions = d.num_partitions;
-  d.unpartitioned = ComputeModuleCost(module, CostOptions{});
-  d.unpartitioned.num_partitions = 1;
-  const Module* orig = d.original.get();
+  if (!d.input_partitioned) {
+    d.unpartitioned = ComputeModuleCost(*d.original, CostOptions{});
+    d.unpartitioned.num_partitions = 1;
+  }
+  const Module* orig = d.original ? d.original.get() : d.partitioned.get();
   const PropagationReport* rep = &preport;
-  CollectiveCauseFinder finder(module, [orig, rep](const std::string& name) {
-    return RootAnnotation(*orig, *rep, name);
+  const bool annotations = !d.input_partitioned;
+  CollectiveCauseFinder finder(*orig, [orig, rep, annotations](const std::string& name) {
+    return annotations ? RootAnnotation(*orig, *rep, name) : std::string();
   });
   for (const CollectiveCost& c : d.per_device.collectives)
     d.causes.push_back(finder.Find(*c.instr));
@@ -264,6 +306,9 @@ const bool registered = RegisterCommand(
                       "number of partitions (default: the module header's)");
       app->add_flag("--no-propagate", opts->no_propagate,
                     "partition with the annotations as given");
+      app->add_flag("--partitioned", opts->partitioned,
+                    "the input is a partitioned program: cost it as is (detected "
+                    "automatically for meshsplit partition output)");
       app->add_flag("--json", opts->json, "print one JSON object (docs/report.md)");
       app->add_option("--html", opts->html, "also write a self-contained HTML report");
       AddShardFlags(app, &opts->shard);

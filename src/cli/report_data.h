@@ -18,8 +18,12 @@ struct ReportData {
   int64_t num_partitions = 1;
   Mesh mesh;              // the mesh given (or a 1-D "devices" mesh)
   bool has_named_mesh = false;
-  std::unique_ptr<Module> original;     // after propagation
+  std::unique_ptr<Module> original;     // after propagation; null when the
+                                        // input was partitioned already
   std::unique_ptr<Module> partitioned;
+  // The input is a partitioned program (meshsplit partition output): it is
+  // costed as is and the unpartitioned costs are unknown.
+  bool input_partitioned = false;
   ModuleCost per_device;
   ModuleCost unpartitioned;
   std::vector<CollectiveCause> causes;  // parallel to per_device.collectives

@@ -106,8 +106,9 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
     bars.push_back({"dev " + std::to_string(k),
                     static_cast<double>(d.per_device.peak_memory_bytes),
                     static_cast<double>(d.per_device.parameter_bytes)});
-  bars.push_back({"unpartitioned", static_cast<double>(d.unpartitioned.peak_memory_bytes),
-                  static_cast<double>(d.unpartitioned.parameter_bytes)});
+  if (!d.input_partitioned)
+    bars.push_back({"unpartitioned", static_cast<double>(d.unpartitioned.peak_memory_bytes),
+                    static_cast<double>(d.unpartitioned.parameter_bytes)});
   double max_bytes = 1;
   for (const Bar& b : bars) max_bytes = std::max({max_bytes, b.peak, b.params});
   const int bar_h = 18, label_w = 110, chart_w = 520, gap = 6;
@@ -163,17 +164,25 @@ std::string RenderReportHtml(const ReportData& d) {
   char fa[40], fb[40];
   std::snprintf(fa, sizeof(fa), "%.6g", d.per_device.flops);
   std::snprintf(fb, sizeof(fb), "%.6g", d.unpartitioned.flops);
-  row("FLOPs", fa, fb);
-  row("peak memory", Bytes(d.per_device.peak_memory_bytes), Bytes(d.unpartitioned.peak_memory_bytes));
-  row("parameters", Bytes(d.per_device.parameter_bytes), Bytes(d.unpartitioned.parameter_bytes));
-  row("outputs", Bytes(d.per_device.output_bytes), Bytes(d.unpartitioned.output_bytes));
+  // A partitioned input has no unpartitioned program to cost.
+  auto un = [&](const std::string& s) { return d.input_partitioned ? std::string("-") : s; };
+  row("FLOPs", fa, un(fb));
+  row("peak memory", Bytes(d.per_device.peak_memory_bytes),
+      un(Bytes(d.unpartitioned.peak_memory_bytes)));
+  row("parameters", Bytes(d.per_device.parameter_bytes),
+      un(Bytes(d.unpartitioned.parameter_bytes)));
+  row("outputs", Bytes(d.per_device.output_bytes), un(Bytes(d.unpartitioned.output_bytes)));
   os << "</table>\n";
 
   os << "<h2>Per-device memory</h2>\n";
   RenderMemoryChart(os, d);
 
-  os << "<h2>Shardings</h2><h3>Parameters</h3>\n";
-  const Computation* entry = d.original->entry();
+  os << "<h2>Shardings</h2>";
+  // A partitioned input only has per-device shapes (with the global
+  // shardings kept on its parameters and root).
+  if (d.input_partitioned) os << "<p class=\"note\">shapes are per device</p>";
+  os << "<h3>Parameters</h3>\n";
+  const Computation* entry = (d.original ? d.original : d.partitioned)->entry();
   for (const Instruction* p : entry->parameters()) {
     if (p->shape().IsArray())
       RenderGrid(os, p->name(), p->shape(), p->sharding(), d.num_partitions);

@@ -1,8 +1,10 @@
 // Attribution of collectives to the original program (collective_cause.h).
-// Original instructions keep their names in the partitioned program, while
-// the partitioner's helpers (slices, pads, collectives, partition-id
-// arithmetic) get fresh names; so the nearest originally-named producer is
-// the value being moved and the nearest originally-named user the consumer.
+// The recorded cause (frontend attributes written by the partitioner) is
+// read first. Without one, the cause is inferred: original instructions keep
+// their names in the partitioned program, while the partitioner's helpers
+// (slices, pads, collectives, partition-id arithmetic) get fresh names; so
+// the nearest originally-named producer is the value being moved and the
+// nearest originally-named user the consumer.
 #include "cost/collective_cause.h"
 
 #include <deque>
@@ -15,6 +17,14 @@ namespace meshsplit {
 namespace {
 
 using NameIndex = std::unordered_map<std::string, const Instruction*>;
+
+// The keys partitioner/spmd_builder.h (kCause*Attr) writes; spelled here
+// too because the cost model does not depend on the partitioner.
+constexpr char kInstrKey[] = "ms_instr";
+constexpr char kOpKey[] = "ms_op";
+constexpr char kRuleKey[] = "ms_rule";
+constexpr char kReshardKey[] = "ms_reshard";
+constexpr char kValueKey[] = "ms_value";
 
 NameIndex IndexByName(const Module& m) {
   NameIndex out;
@@ -85,16 +95,93 @@ int64_t OperandIndex(const Instruction* value, const Instruction* user) {
   return -1;
 }
 
+// The instruction named `name` among `start` and its transitive operands
+// (the value a recorded reshard moved feeds the collective).
+const Instruction* FindUpstream(const Instruction* start, const std::string& name) {
+  std::deque<const Instruction*> queue{start};
+  std::unordered_set<const Instruction*> seen{start};
+  while (!queue.empty() && seen.size() < 4096) {
+    const Instruction* i = queue.front();
+    queue.pop_front();
+    if (i->name() == name) return i;
+    for (const Instruction* o : i->operands())
+      if (seen.insert(o).second) queue.push_back(o);
+  }
+  return nullptr;
+}
+
+const std::string* Lookup(const std::vector<std::pair<std::string, std::string>>& kv,
+                          const char* key) {
+  for (const auto& [k, v] : kv)
+    if (k == key) return &v;
+  return nullptr;
+}
+
 }  // namespace
+
+std::vector<std::pair<std::string, std::string>> FrontendAttributes(
+    const Instruction& instr) {
+  std::vector<std::pair<std::string, std::string>> out;
+  const std::string* text = instr.attrs().FindExtra("frontend_attributes");
+  if (text == nullptr) return out;
+  // {key="value",key2="value2"}; keys are identifiers, values quoted with
+  // backslash escapes.
+  const std::string& t = *text;
+  size_t p = 0;
+  auto skip_space = [&] {
+    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t')) ++p;
+  };
+  skip_space();
+  if (p >= t.size() || t[p] != '{') return {};
+  ++p;
+  while (true) {
+    skip_space();
+    if (p < t.size() && t[p] == '}') return out;
+    size_t k = p;
+    while (p < t.size() && t[p] != '=' && t[p] != ',' && t[p] != '}') ++p;
+    if (p >= t.size() || t[p] != '=') return {};
+    std::string key = t.substr(k, p - k);
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    ++p;
+    skip_space();
+    if (p >= t.size() || t[p] != '"') return {};
+    ++p;
+    std::string value;
+    while (p < t.size() && t[p] != '"') {
+      if (t[p] == '\\' && p + 1 < t.size()) ++p;
+      value += t[p++];
+    }
+    if (p >= t.size()) return {};
+    ++p;
+    out.emplace_back(std::move(key), std::move(value));
+    skip_space();
+    if (p < t.size() && t[p] == ',') ++p;
+    else if (p >= t.size() || t[p] != '}') return {};
+  }
+}
 
 std::string CollectiveCause::ToString() const {
   std::string out;
+  if (recorded) {
+    if (!instruction.empty()) out += instruction + " (" + op + "): ";
+    std::string what = rule;
+    if (!from_sharding.empty() || !to_sharding.empty()) {
+      if (!what.empty()) what += "; ";
+      what += "reshard " + (source.empty() ? "" : source + " ") + from_sharding + " -> " +
+              to_sharding;
+    }
+    if (what.empty()) what = "emitted by the " + op + " handler";
+    out += what;
+    if (!annotation.empty()) out += "; root annotation: " + annotation;
+    return out;
+  }
   if (!source.empty()) out += source + " (" + source_op + "): ";
   out += rule;
   if (!from_sharding.empty() || !to_sharding.empty())
     out += " " + from_sharding + " -> " + to_sharding;
   if (!consumer.empty()) out += " for " + consumer;
   if (!annotation.empty()) out += "; root annotation: " + annotation;
+  out += "; cause: inferred";
   return out;
 }
 
@@ -106,6 +193,44 @@ CollectiveCause CollectiveCauseFinder::Find(const Instruction& collective) const
   const NameIndex& orig = by_name_;
   const auto& root_annotation = root_annotation_;
   CollectiveCause cause;
+  const auto attrs = FrontendAttributes(collective);
+  if (const std::string* instr = Lookup(attrs, kInstrKey)) {
+    cause.recorded = true;
+    cause.instruction = *instr;
+    if (const std::string* op = Lookup(attrs, kOpKey)) cause.op = *op;
+    if (const std::string* rule = Lookup(attrs, kRuleKey)) cause.rule = *rule;
+    if (const std::string* r = Lookup(attrs, kReshardKey)) {
+      // Sharding text never contains " -> ".
+      size_t arrow = r->find(" -> ");
+      cause.from_sharding = arrow == std::string::npos ? *r : r->substr(0, arrow);
+      cause.to_sharding = arrow == std::string::npos ? "" : r->substr(arrow + 4);
+    }
+    // The value moved: the recorded one, named back to the original
+    // instruction it computes (a helper's value to its nearest original
+    // producer).
+    const Instruction* moved = nullptr;
+    if (const std::string* v = Lookup(attrs, kValueKey)) moved = FindUpstream(&collective, *v);
+    if (moved != nullptr) {
+      auto it = orig.find(moved->name());
+      const Instruction* src = it != orig.end() && it->second->opcode() == moved->opcode()
+                                   ? moved
+                                   : Nearest(moved, orig, /*backward=*/true);
+      if (src != nullptr) {
+        cause.source = src->name();
+        cause.source_op = std::string(OpcodeName(orig.at(src->name())->opcode()));
+      }
+    }
+    if (cause.source != cause.instruction) cause.consumer = cause.instruction;
+    if (root_annotation) {
+      // The layout that asked for the move comes from the instruction being
+      // partitioned; a value with no chain of its own falls back to the
+      // moved value's.
+      cause.annotation = root_annotation(cause.instruction);
+      if (cause.annotation.empty() && !cause.source.empty())
+        cause.annotation = root_annotation(cause.source);
+    }
+    return cause;
+  }
   const Instruction* src = Nearest(&collective, orig, /*backward=*/true);
   // The collective itself may keep an original name (a value the partitioner
   // replaced by its collective, e.g. the root).
@@ -161,6 +286,17 @@ CollectiveCause CollectiveCauseFinder::Find(const Instruction& collective) const
     }
   } else {
     cause.rule = "inserted by the partitioner";
+  }
+  if (!cause.from_sharding.empty() && cause.from_sharding == cause.to_sharding) {
+    // The intermediate layout that actually moved is not in the original
+    // module: partial sums an op rule left (e.g. scatter-add), or a layout an
+    // op rule asked its operand for. Say so instead of "X -> X".
+    if (reduces) {
+      cause.rule = "partial sums of " + cause.source_op;
+      cause.from_sharding = "partial";
+    } else {
+      cause.to_sharding = "(layout the consumer's rule needs)";
+    }
   }
   if (root_annotation) {
     // The annotation that decided the target layout: the consumer's chain

@@ -252,6 +252,83 @@ ENTRY e {
   EXPECT_EQ(c.to_sharding, "{replicated}");
   EXPECT_NE(c.rule.find("partial sums"), std::string::npos);
   EXPECT_EQ(c.annotation, "d");
+  EXPECT_FALSE(c.recorded);
+  const std::string text = c.ToString();
+  EXPECT_EQ(text.substr(text.size() - 16), "; cause: inferred");
+}
+
+// The partitioner's recorded cause wins over inference: instruction, rule
+// and reshard are read back; the moved value is named by its nearest
+// original producer (here through a helper pad).
+TEST(CollectiveCause, RecordedCauseIsReadBack) {
+  auto original = Parse(R"(
+HloModule t, num_partitions=2
+ENTRY e {
+  x = f32[3,8] parameter(0), sharding={devices=[2,1]<=[2]}
+  ROOT c = f32[3,8] cosine(x), sharding={replicated}
+})");
+  auto partitioned = Parse(R"(
+HloModule t, num_partitions=2
+ENTRY e {
+  x = f32[2,8] parameter(0)
+  zero = f32[] constant(0)
+  pad = f32[2,8] pad(x, zero), padding=0_0x0_0
+  all-gather = f32[4,8] all-gather(pad), channel_id=1, replica_groups=[1,2]<=[2], dimensions={0}, use_global_device_ids=true, frontend_attributes={ms_instr="c",ms_op="cosine",ms_rule="cosine: a \"quoted\" rule",ms_reshard="{devices=[2,1]<=[2]} -> {replicated}",ms_value="pad"}
+  s = f32[3,8] slice(all-gather), slice={[0:3], [0:8]}
+  ROOT c = f32[3,8] cosine(s)
+})");
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(partitioned, nullptr);
+  const Instruction* ag = partitioned->entry()->Find("all-gather");
+  ASSERT_NE(ag, nullptr);
+  auto attrs = FrontendAttributes(*ag);
+  ASSERT_EQ(attrs.size(), 5u);
+  EXPECT_EQ(attrs[2].second, "cosine: a \"quoted\" rule");
+  CollectiveCauseFinder finder(*original, nullptr);
+  CollectiveCause c = finder.Find(*ag);
+  EXPECT_TRUE(c.recorded);
+  EXPECT_EQ(c.instruction, "c");
+  EXPECT_EQ(c.op, "cosine");
+  EXPECT_EQ(c.source, "x");
+  EXPECT_EQ(c.source_op, "parameter");
+  EXPECT_EQ(c.consumer, "c");
+  EXPECT_EQ(c.from_sharding, "{devices=[2,1]<=[2]}");
+  EXPECT_EQ(c.to_sharding, "{replicated}");
+  EXPECT_EQ(c.ToString(),
+            "c (cosine): cosine: a \"quoted\" rule; reshard x {devices=[2,1]<=[2]} -> "
+            "{replicated}");
+}
+
+// An inferred reshard whose source and consumer layouts print alike (the
+// partial sums of a scatter-add are not in the original module) does not
+// read "X -> X".
+TEST(CollectiveCause, InferredNeverSaysXToX) {
+  auto original = Parse(R"(
+HloModule t, num_partitions=2
+ENTRY e {
+  x = f32[4] parameter(0), sharding={replicated}
+  ROOT n = f32[4] negate(x), sharding={replicated}
+})");
+  auto partitioned = Parse(R"(
+HloModule t, num_partitions=2
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  all-reduce = f32[4] all-reduce(x), channel_id=1, replica_groups=[1,2]<=[2], use_global_device_ids=true, to_apply=sum
+  ROOT n = f32[4] negate(all-reduce)
+})");
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(partitioned, nullptr);
+  CollectiveCauseFinder finder(*original, nullptr);
+  CollectiveCause c = finder.Find(*partitioned->entry()->Find("all-reduce"));
+  EXPECT_FALSE(c.recorded);
+  EXPECT_EQ(c.source, "x");
+  EXPECT_NE(c.from_sharding, c.to_sharding);
+  EXPECT_EQ(c.from_sharding, "partial");
 }
 
 }  // namespace
