@@ -10,6 +10,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "runtime/fast_gemm.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
@@ -74,6 +75,7 @@ void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const T* a, int64_
   std::unique_lock<std::mutex> lock(BlasMutex(), std::defer_lock);
   if constexpr (std::is_floating_point_v<T>) lock.lock();
   if constexpr (std::is_same_v<T, float>) {
+    if (FastSgemm(ta, tb, m, n, kk, a, lda, b, ldb, c, ldc, accumulate)) return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, kk,
                 1.0f, a, lda, b, ldb, accumulate ? 1.0f : 0.0f, c, ldc);
   } else if constexpr (std::is_same_v<T, double>) {
