@@ -35,18 +35,27 @@ bool UseFastSgemm() {
 // acc[8x32] = sum_p ap[p*8 + i] * bp[p*32 + j]; then C tile += acc.
 __attribute__((target("avx512f"))) void MicroKernel(int64_t kc, const float* ap, const float* bp,
                                                     float* c, int64_t ldc, int64_t mr, int64_t nr) {
-  __m512 acc[kMr][2];
-  for (int i = 0; i < kMr; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  // Sixteen named accumulators so they stay in registers (an indexed array
+  // gets spilled to the stack).
+  __m512 c00 = _mm512_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00,
+         c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00, c60 = c00, c61 = c00,
+         c70 = c00, c71 = c00;
   for (int64_t p = 0; p < kc; ++p) {
     __m512 b0 = _mm512_loadu_ps(bp + p * kNr);
     __m512 b1 = _mm512_loadu_ps(bp + p * kNr + 16);
     const float* a = ap + p * kMr;
-    for (int i = 0; i < kMr; ++i) {
-      __m512 av = _mm512_set1_ps(a[i]);
-      acc[i][0] = _mm512_fmadd_ps(av, b0, acc[i][0]);
-      acc[i][1] = _mm512_fmadd_ps(av, b1, acc[i][1]);
+#define MS_FMA_ROW(i)                         \
+    {                                         \
+      __m512 av = _mm512_set1_ps(a[i]);       \
+      c##i##0 = _mm512_fmadd_ps(av, b0, c##i##0); \
+      c##i##1 = _mm512_fmadd_ps(av, b1, c##i##1); \
     }
+    MS_FMA_ROW(0) MS_FMA_ROW(1) MS_FMA_ROW(2) MS_FMA_ROW(3)
+    MS_FMA_ROW(4) MS_FMA_ROW(5) MS_FMA_ROW(6) MS_FMA_ROW(7)
+#undef MS_FMA_ROW
   }
+  __m512 acc[kMr][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31},
+                        {c40, c41}, {c50, c51}, {c60, c61}, {c70, c71}};
   if (mr == kMr && nr == kNr) {
     for (int i = 0; i < kMr; ++i) {
       float* row = c + i * ldc;
