@@ -149,6 +149,8 @@ Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
+// handlers/feeds.cc: each partition outfeeds its piece of the data.
+Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
 // Control flow: bodies, branches and callees partitioned recursively.
 Status HandleWhile(SpmdContext& ctx, const Instruction& instr);
 Status HandleConditional(SpmdContext& ctx, const Instruction& instr);

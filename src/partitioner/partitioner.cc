@@ -222,6 +222,8 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleCall(ctx, instr);
     case Opcode::kGather: return HandleGather(ctx, instr);  // handlers/gather_scatter.cc
     case Opcode::kScatter: return HandleScatter(ctx, instr);
+    case Opcode::kOutfeed:
+      return HandleOutfeed(ctx, instr);  // handlers/feeds.cc
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
@@ -233,7 +235,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kOptimizationBarrier: case Opcode::kDomain:
-    case Opcode::kInfeed: case Opcode::kOutfeed: case Opcode::kRngGetAndUpdateState:
+    case Opcode::kInfeed: case Opcode::kRngGetAndUpdateState:
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return ctx.Fallback(instr);

@@ -1,0 +1,58 @@
+// Outfeed: every partition outfeeds its own piece of the data, laid out by
+// the outfeed's sharding (which covers the data leaves, optionally followed
+// by the token). Shardings the partitioned program reads as replicated
+// (replicated, maximal) keep the whole-value fallback.
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+namespace {
+
+// The sharding of an outfeed's data operand of `data` shape, read from the
+// instruction's own sharding; nullopt when it cannot be read leaf by leaf
+// (nested tuples, too few elements).
+std::optional<Sharding> OutfeedDataSharding(const Shape& data, const Sharding& s) {
+  if (!s.IsTuple()) {
+    if (!data.IsTuple()) return NormalizeForPartitioning(s);
+    std::vector<Sharding> leaves(data.tuple_size(), NormalizeForPartitioning(s));
+    return Sharding::Tuple(std::move(leaves));
+  }
+  if (!data.IsTuple()) {
+    if (s.tuple_elements().empty()) return std::nullopt;
+    return NormalizeForPartitioning(s.tuple_elements()[0]);
+  }
+  if (s.tuple_elements().size() < static_cast<size_t>(data.tuple_size())) return std::nullopt;
+  std::vector<Sharding> leaves;
+  for (int64_t i = 0; i < data.tuple_size(); ++i) {
+    if (data.tuple_shapes(i).IsTuple()) return std::nullopt;
+    leaves.push_back(NormalizeForPartitioning(s.tuple_elements()[i]));
+  }
+  return Sharding::Tuple(std::move(leaves));
+}
+
+}  // namespace
+
+Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr) {
+  if (instr.operand_count() != 2 || !instr.has_sharding()) return ctx.Fallback(instr);
+  // Maximal shardings mean "this device outfeeds"; the fallback (every
+  // device outfeeds the whole value) already satisfies that.
+  const Sharding& given = *instr.sharding();
+  if (given.IsMaximal()) return ctx.Fallback(instr);
+  if (given.IsTuple())
+    for (const Sharding& e : given.tuple_elements())
+      if (e.IsMaximal()) return ctx.Fallback(instr);
+  const Shape& data_shape = instr.operand(0)->shape();
+  std::optional<Sharding> s = OutfeedDataSharding(data_shape, given);
+  if (!s.has_value() || IsTriviallyReplicated(*s)) return ctx.Fallback(instr);
+
+  SpmdBuilder::ScopedCause rule(ctx.b, instr, "outfeed of each partition's piece");
+  PartitionedValue data = ctx.OperandAs(instr, 0, *s);
+  Instruction* token = ctx.Get(instr.operand(1)).hlo;
+  Instruction* out = ctx.Clone(instr, instr.shape(), {data.hlo, token});
+  // The outfeed_shape attribute names what is outfed: the local piece.
+  for (auto& kv : out->mutable_attrs().extra)
+    if (kv.first == "outfeed_shape") kv.second = data.hlo->shape().ToString();
+  ctx.Set(instr, {out, instr.shape(), Sharding::Replicate()});
+  return Status::Ok();
+}
+
+}  // namespace meshsplit::spmd
