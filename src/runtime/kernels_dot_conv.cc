@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "runtime/fast_gemm.h"
 #include "runtime/kernels.h"
@@ -58,22 +60,54 @@ Literal Permuted(const Literal& in, PrimitiveType t, const std::vector<int64_t>&
   return out;
 }
 
-std::mutex& BlasMutex() {
-  static std::mutex m;
-  return m;
+// At most one BLAS call per hardware thread at a time. The SPMD runtime
+// evaluates every virtual device on its own thread, and OpenBLAS gives each
+// concurrent caller a large work buffer from a small fixed pool; with many
+// devices (and an address-space limit, as in the conformance runner's
+// children) callers spin on failing buffer allocations. Admitting one caller
+// per core keeps the pool small and still lets 2 devices use 2 cores.
+class BlasGate {
+ public:
+  BlasGate() : free_(std::max(1u, std::thread::hardware_concurrency())) {}
+  void Enter() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return free_ > 0; });
+    --free_;
+  }
+  void Leave() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++free_;
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  unsigned free_;
+};
+
+BlasGate& Gate() {
+  static BlasGate gate;
+  return gate;
 }
+
+struct BlasTicket {
+  explicit BlasTicket(bool take) : taken(take) {
+    if (taken) Gate().Enter();
+  }
+  ~BlasTicket() {
+    if (taken) Gate().Leave();
+  }
+  bool taken;
+};
 
 template <typename T>
 void Gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t kk, const T* a, int64_t lda, const T* b,
           int64_t ldb, T* c, int64_t ldc, bool accumulate = false) {
   if (m == 0 || n == 0) return;
-  // One BLAS call at a time: the SPMD runtime evaluates every virtual device
-  // on its own thread, and OpenBLAS gives each concurrent caller a large
-  // work buffer from a small fixed pool; with many devices (and an address
-  // space limit, as in the conformance runner's children) callers spin on
-  // failing buffer allocations. Serialising keeps one buffer in use.
-  std::unique_lock<std::mutex> lock(BlasMutex(), std::defer_lock);
-  if constexpr (std::is_floating_point_v<T>) lock.lock();
+  BlasTicket ticket(std::is_floating_point_v<T>);
   if constexpr (std::is_same_v<T, float>) {
     if (FastSgemm(ta, tb, m, n, kk, a, lda, b, ldb, c, ldc, accumulate)) return;
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, kk,
