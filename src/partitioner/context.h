@@ -151,6 +151,9 @@ Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.
 Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
+// handlers/collectives.cc: collectives written in the input; rejects those
+// that mix manual subgroups.
+Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr);
 // Control flow: bodies, branches and callees partitioned recursively.
 Status HandleWhile(SpmdContext& ctx, const Instruction& instr);
 Status HandleConditional(SpmdContext& ctx, const Instruction& instr);

@@ -236,9 +236,10 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kBatchNormGrad:
     case Opcode::kOptimizationBarrier: case Opcode::kDomain:
     case Opcode::kInfeed: case Opcode::kRngGetAndUpdateState:
+      return ctx.Fallback(instr);
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
-      return ctx.Fallback(instr);
+      return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
   }
   return ctx.Fallback(instr);
 }

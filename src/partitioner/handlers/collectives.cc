@@ -1,0 +1,71 @@
+// Collectives already present in the input (written by hand inside manual
+// regions). They run as written on each partition's local value; inside a
+// partially manual region the partitioner still splits each manual subgroup
+// among its devices, so a hand-written collective may only connect devices
+// of one manual subgroup — anything else is rejected here.
+#include <map>
+
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+namespace {
+
+std::string GroupText(const std::vector<int64_t>& g) {
+  std::string s = "{";
+  for (size_t i = 0; i < g.size(); ++i) s += (i ? "," : "") + std::to_string(g[i]);
+  return s + "}";
+}
+
+// Rejects a cross-partition collective whose device groups mix manual
+// subgroups of the instruction's partially manual sharding.
+Status CheckManualSubgroups(const Instruction& instr) {
+  if (!instr.has_sharding()) return Status::Ok();
+  const Sharding& s = *instr.sharding();
+  if (!s.IsTiled() || !s.HasManualSubgroup()) return Status::Ok();
+  // Without a channel id the groups name replicas, not partitions.
+  const Attributes& a = instr.attrs();
+  if (!a.channel_id.has_value() && !a.use_global_device_ids) return Status::Ok();
+  const int64_t manual_dim = s.SubgroupDim(SubgroupType::kManual);
+  if (manual_dim < 0) return Status::Ok();
+  // A manual subgroup: the devices that differ only in their manual index.
+  std::map<int64_t, int64_t> subgroup_of;
+  std::vector<std::vector<int64_t>> subgroups = s.GroupsAlongDims({manual_dim}).Expand();
+  for (size_t g = 0; g < subgroups.size(); ++g)
+    for (int64_t d : subgroups[g]) subgroup_of[d] = static_cast<int64_t>(g);
+
+  std::vector<std::vector<int64_t>> groups;
+  if (instr.opcode() == Opcode::kCollectivePermute) {
+    for (const auto& [src, dst] : a.source_target_pairs) groups.push_back({src, dst});
+  } else if (a.replica_groups.has_value() && !a.replica_groups->empty()) {
+    groups = a.replica_groups->Expand();
+  }
+  const std::string op(OpcodeName(instr.opcode()));
+  for (const std::vector<int64_t>& g : groups) {
+    if (g.empty()) continue;
+    for (int64_t d : g) {
+      auto it = subgroup_of.find(d);
+      if (it == subgroup_of.end())
+        return Status::Error(op + " %" + instr.name() + ": device " + std::to_string(d) +
+                                 " of group " + GroupText(g) + " is not in the sharding " +
+                                 s.ToString(false),
+                             instr.loc());
+      if (it->second != subgroup_of.at(g[0]))
+        return Status::Error("Manual " + op + " across devices that belong to different " +
+                                 "manual subgroups: %" + instr.name() + " groups " +
+                                 GroupText(g) + " but its sharding " + s.ToString(false) +
+                                 " puts devices " + std::to_string(g[0]) + " and " +
+                                 std::to_string(d) + " in different manual subgroups",
+                             instr.loc());
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr) {
+  MS_RETURN_IF_ERROR(CheckManualSubgroups(instr));
+  return ctx.Fallback(instr);
+}
+
+}  // namespace meshsplit::spmd
