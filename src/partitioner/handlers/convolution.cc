@@ -81,6 +81,7 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   PartitionedValue windowed = lhs;
   Window window = *a.window;
   for (int64_t k : tiled) {
+    SpmdBuilder::ScopedCause rule(b, instr, "spatial dim sharded -> halo exchange");
     windowed.hlo = ExchangeHaloWindow(b, windowed, dn.input_spatial_dimensions[k],
                                       plans[k].input, zero);
     window[k] = plans[k].local;
@@ -165,8 +166,10 @@ bool TrySpatialContraction(SpmdContext& ctx, const Instruction& instr) {
   std::vector<int64_t> kernel_dims;
   for (int64_t k : dims) kernel_dims.push_back(dn.kernel_spatial_dimensions[k]);
   rhs.hlo = MaskPadding(b, rhs, kernel_dims, zero);
-  for (int64_t k : dims)
+  for (int64_t k : dims) {
+    SpmdBuilder::ScopedCause rule(b, instr, "contracted spatial dim sharded -> halo exchange");
     lhs.hlo = ExchangeHaloWindow(b, lhs, dn.input_spatial_dimensions[k], *windows[k], zero);
+  }
   // The local result: partial sums over the devices of the contracted dims.
   std::vector<int64_t> none(instr.shape().rank(), -1);
   Sharding partial = ProjectSharding(lhs_target, none, SubgroupType::kUnreduced);

@@ -78,6 +78,7 @@ Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr) {
     PartitionedValue v = ctx.OperandAs(instr, i, mid);
     for (int64_t d = 0; d < rank; ++d) {
       if (!plans[d]) continue;
+      SpmdBuilder::ScopedCause rule(ctx.b, instr, "windowed dim sharded -> halo exchange");
       v.hlo = ExchangeHaloWindow(ctx.b, v, d, plans[d]->input, operands[n_in + i]);
       window[d] = plans[d]->local;
     }
@@ -168,6 +169,7 @@ Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr) {
     if (!plans[d]) continue;
     any = true;
     Instruction* low = b.ScalarConstant(type, *operand_pad);
+    SpmdBuilder::ScopedCause rule(b, instr, "windowed dim sharded -> halo exchange");
     operand.hlo = ExchangeHaloWindow(b, operand, d, plans[d]->operand, low);
     source.hlo = ExchangeHaloWindow(b, source, d, plans[d]->source, b.Zero(type));
     window[d].padding_low = 0;
