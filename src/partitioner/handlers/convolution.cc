@@ -179,11 +179,52 @@ bool TrySpatialContraction(SpmdContext& ctx, const Instruction& instr) {
   return true;
 }
 
+// A batch-grouped convolution (batch_group_count > 1, as in the weight
+// gradient of a depthwise convolution) whose lhs input feature dim is tiled:
+// that dim is contracted with the kernel's input feature dim, so each
+// partition convolves its slice of both and the results are partial sums,
+// reduced by Reshard. The grouped dims stay whole, so the group attributes
+// keep their meaning. Returns false when the lhs does not tile that dim.
+bool TryGroupedFeatureContraction(SpmdContext& ctx, const Instruction& instr) {
+  const Attributes& a = instr.attrs();
+  if (!a.conv_dnums || instr.operand_count() != 2 || a.batch_group_count == 1 ||
+      a.feature_group_count != 1)
+    return false;
+  const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
+  const PartitionedValue& lhs0 = ctx.Get(instr.operand(0));
+  const PartitionedValue& rhs0 = ctx.Get(instr.operand(1));
+  if (!Usable(lhs0.sharding) || lhs0.sharding.TileDim(dn.input_feature_dimension) == 1)
+    return false;
+  const Shape& lhs_shape = instr.operand(0)->shape();
+  const Shape& rhs_shape = instr.operand(1)->shape();
+  std::vector<int64_t> others;
+  for (int64_t d = 0; d < lhs_shape.rank(); ++d)
+    if (d != dn.input_feature_dimension) others.push_back(d);
+  Sharding lhs_target = ReplicateDims(lhs0.sharding, others);
+  std::vector<int64_t> rhs_to_lhs(rhs_shape.rank(), -1);
+  rhs_to_lhs[dn.kernel_input_feature_dimension] = dn.input_feature_dimension;
+  Sharding rhs_target = ProjectSharding(lhs_target, rhs_to_lhs);
+  SpmdBuilder& b = ctx.b;
+  PartitionedValue lhs = Reshard(b, lhs0, lhs_target);
+  PartitionedValue rhs = Reshard(b, rhs0, rhs_target);
+  // Uneven tiles: padding must contribute zero to the sums.
+  Instruction* zero = b.Zero(lhs_shape.element_type());
+  lhs.hlo = MaskPadding(b, lhs, {dn.input_feature_dimension}, zero);
+  rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension}, zero);
+  std::vector<int64_t> none(instr.shape().rank(), -1);
+  Sharding partial = ProjectSharding(lhs_target, none, SubgroupType::kUnreduced);
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), partial), {lhs.hlo, rhs.hlo});
+  SpmdBuilder::ScopedCause rule(b, instr, "contracted input feature sharded -> partial sums");
+  ctx.Set(instr, Reshard(b, {r, instr.shape(), partial}, ctx.ShardingOf(instr)));
+  return true;
+}
+
 }  // namespace
 
 Status HandleConvolution(SpmdContext& ctx, const Instruction& instr) {
   if (TrySpatialConvolution(ctx, instr)) return Status::Ok();
   if (TrySpatialContraction(ctx, instr)) return Status::Ok();
+  if (TryGroupedFeatureContraction(ctx, instr)) return Status::Ok();
   const Attributes& a = instr.attrs();
   if (!a.conv_dnums || a.feature_group_count != 1 || a.batch_group_count != 1 ||
       instr.operand_count() != 2)

@@ -138,7 +138,19 @@ void CheckGpt2(const std::string& spec) {
       mine.SetDouble(k, outs[i]->GetDouble(k) - old.GetDouble(k));
       theirs.SetDouble(k, expected->GetDouble(k) - old.GetDouble(k));
     }
-    EXPECT_LT(RelError(mine, theirs), 5e-4) << "update of " << param;
+    // The update is read back as the difference of two f32 weights, so it
+    // carries their rounding, eps * |w|, whatever the kernels did; GEMM
+    // kernels that sum in another order move it by about that much. The
+    // bound is 5e-4 of the update or a few ulps of the weights, whichever
+    // is larger.
+    double max_w = 0, max_dw = 1e-30;
+    for (int64_t k = 0; k < old.element_count(); ++k) {
+      max_w = std::max(max_w, std::fabs(old.GetDouble(k)));
+      max_dw = std::max(max_dw, std::fabs(theirs.GetDouble(k)));
+    }
+    const double floor = 8 * 5.96e-8 * max_w / max_dw;
+    EXPECT_LT(RelError(mine, theirs), std::max(5e-4, floor))
+        << "update of " << param << " (rounding floor " << floor << ")";
   }
 }
 
