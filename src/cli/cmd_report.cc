@@ -69,18 +69,6 @@ bool IsPartitionerOutput(const Module& module) {
   return false;
 }
 
-std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
-
 std::string Num(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.6g", v);

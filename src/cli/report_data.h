@@ -29,6 +29,9 @@ struct ReportData {
   std::vector<CollectiveCause> causes;  // parallel to per_device.collectives
 };
 
+// "12.00 MiB": bytes in binary units, for every renderer of the report.
+std::string HumanBytes(double b);
+
 // A self-contained HTML page (no network): sharding grids, the collectives
 // table, per-device memory bars.
 std::string RenderReportHtml(const ReportData& data);

@@ -26,18 +26,6 @@ std::string Escape(const std::string& s) {
   return out;
 }
 
-std::string Bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
-
 std::string DeviceList(const std::vector<int64_t>& devices) {
   std::string out;
   const size_t shown = std::min<size_t>(devices.size(), 8);
@@ -123,12 +111,12 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
        << "</text>"
        << "<rect class=\"peak\" x=\"" << label_w << "\" y=\"" << y << "\" width=\"" << wp
        << "\" height=\"" << bar_h << "\" fill=\"#7aa6d8\"><title>peak "
-       << Bytes(b.peak) << "</title></rect>"
+       << HumanBytes(b.peak) << "</title></rect>"
        << "<rect class=\"params\" x=\"" << label_w << "\" y=\"" << y + 4 << "\" width=\""
        << wq << "\" height=\"" << bar_h - 8 << "\" fill=\"#2b5d91\"><title>parameters "
-       << Bytes(b.params) << "</title></rect>"
+       << HumanBytes(b.params) << "</title></rect>"
        << "<text x=\"" << label_w + wp + 6 << "\" y=\"" << y + 13
-       << "\" font-size=\"11\">" << Bytes(b.peak) << "</text>\n";
+       << "\" font-size=\"11\">" << HumanBytes(b.peak) << "</text>\n";
     y += bar_h + gap;
   }
   os << "<text x=\"" << label_w << "\" y=\"" << y + 12
@@ -139,6 +127,18 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
 }
 
 }  // namespace
+
+std::string HumanBytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
+  return buf;
+}
 
 std::string RenderReportHtml(const ReportData& d) {
   std::ostringstream os;
@@ -167,11 +167,11 @@ std::string RenderReportHtml(const ReportData& d) {
   // A partitioned input has no unpartitioned program to cost.
   auto un = [&](const std::string& s) { return d.input_partitioned ? std::string("-") : s; };
   row("FLOPs", fa, un(fb));
-  row("peak memory", Bytes(d.per_device.peak_memory_bytes),
-      un(Bytes(d.unpartitioned.peak_memory_bytes)));
-  row("parameters", Bytes(d.per_device.parameter_bytes),
-      un(Bytes(d.unpartitioned.parameter_bytes)));
-  row("outputs", Bytes(d.per_device.output_bytes), un(Bytes(d.unpartitioned.output_bytes)));
+  row("peak memory", HumanBytes(d.per_device.peak_memory_bytes),
+      un(HumanBytes(d.unpartitioned.peak_memory_bytes)));
+  row("parameters", HumanBytes(d.per_device.parameter_bytes),
+      un(HumanBytes(d.unpartitioned.parameter_bytes)));
+  row("outputs", HumanBytes(d.per_device.output_bytes), un(HumanBytes(d.unpartitioned.output_bytes)));
   os << "</table>\n";
 
   os << "<h2>Per-device memory</h2>\n";
@@ -214,8 +214,8 @@ std::string RenderReportHtml(const ReportData& d) {
   for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
     const CollectiveCost& c = d.per_device.collectives[k];
     os << "<tr><td>" << Escape(c.kind) << "</td><td>" << Escape(c.instruction) << "</td><td>"
-       << c.count << "</td><td>" << c.group_size << "</td><td>" << Bytes(c.operand_bytes)
-       << "</td><td>" << Bytes(c.result_bytes) << "</td><td>" << Bytes(c.wire_bytes)
+       << c.count << "</td><td>" << c.group_size << "</td><td>" << HumanBytes(c.operand_bytes)
+       << "</td><td>" << HumanBytes(c.result_bytes) << "</td><td>" << HumanBytes(c.wire_bytes)
        << "</td><td>" << Escape(c.mesh_axes) << "</td><td>" << Escape(d.causes[k].ToString())
        << "</td></tr>\n";
   }
@@ -224,7 +224,7 @@ std::string RenderReportHtml(const ReportData& d) {
   for (size_t k = 0; k < d.per_device.live_at_peak.size() && k < 10; ++k) {
     const MemoryHolder& h = d.per_device.live_at_peak[k];
     os << "<tr><td>" << Escape(h.name) << (h.is_parameter ? " (parameter)" : "")
-       << "</td><td>" << Escape(h.shape) << "</td><td>" << Bytes(h.bytes) << "</td></tr>\n";
+       << "</td><td>" << Escape(h.shape) << "</td><td>" << HumanBytes(h.bytes) << "</td></tr>\n";
   }
   os << "</table>\n";
   for (const std::string& n : d.per_device.notes)

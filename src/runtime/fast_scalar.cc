@@ -59,17 +59,6 @@ inline To ConvertOne(From x) {
   }
 }
 
-inline int64_t TotalKey(double v) {
-  int64_t i;
-  std::memcpy(&i, &v, 8);
-  return i < 0 ? (i ^ INT64_MAX) : i;
-}
-inline int32_t TotalKey(float v) {
-  int32_t i;
-  std::memcpy(&i, &v, 4);
-  return i < 0 ? (i ^ INT32_MAX) : i;
-}
-
 template <typename T>
 inline bool Cmp(int dir, T a, T b) {
   switch (static_cast<ComparisonDirection>(dir)) {
@@ -284,14 +273,14 @@ uint64_t ScalarProgram::Run(const void* const* args) const {
         bool total = s.imm != 0;
         if (Is16BitFloat(t)) {
           float fx = HalfToF32(x, t), fy = HalfToF32(y, t);
-          v = total ? Cmp(s.aux, TotalKey(fx), TotalKey(fy)) : Cmp(s.aux, fx, fy);
+          v = total ? Cmp(s.aux, TotalOrderKey(fx), TotalOrderKey(fy)) : Cmp(s.aux, fx, fy);
           break;
         }
         DispatchStorage(t, [&]<typename T>() {
           T a = Load<T>(x), b = Load<T>(y);
           if constexpr (std::is_floating_point_v<T>) {
             if (total) {
-              v = Cmp(s.aux, TotalKey(a), TotalKey(b));
+              v = Cmp(s.aux, TotalOrderKey(a), TotalOrderKey(b));
               return;
             }
           }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -121,6 +122,20 @@ Status InstrError(const Instruction& instr, const std::string& message);
 
 // Element types the kernels compute on natively.
 bool IsSupportedType(PrimitiveType t);
+// Maps floats to integers whose order is IEEE totalOrder
+// (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN): comparisons with
+// comparison_type=TOTALORDER and sorts compare these keys.
+inline int64_t TotalOrderKey(double v) {
+  int64_t i;
+  std::memcpy(&i, &v, 8);
+  return i < 0 ? (i ^ INT64_MAX) : i;
+}
+inline int32_t TotalOrderKey(float v) {
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return i < 0 ? (i ^ INT32_MAX) : i;
+}
+
 inline bool Is16BitFloat(PrimitiveType t) {
   return t == PrimitiveType::F16 || t == PrimitiveType::BF16;
 }

@@ -204,19 +204,6 @@ Status OpTypeError(const Instruction& instr, PrimitiveType t) {
                                std::string(PrimitiveTypeName(t)));
 }
 
-// Maps floats to integers whose order is IEEE totalOrder
-// (-NaN < -inf < ... < -0 < +0 < ... < inf < NaN).
-inline int64_t TotalOrderKey(double v) {
-  int64_t i;
-  std::memcpy(&i, &v, 8);
-  return i < 0 ? (i ^ INT64_MAX) : i;
-}
-inline int32_t TotalOrderKey(float v) {
-  int32_t i;
-  std::memcpy(&i, &v, 4);
-  return i < 0 ? (i ^ INT32_MAX) : i;
-}
-
 template <typename T>
 void CompareLoop(ComparisonDirection dir, const T* a, const T* b, uint8_t* o, int64_t n) {
   switch (dir) {

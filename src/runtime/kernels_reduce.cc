@@ -561,14 +561,9 @@ std::optional<SimpleComparator> ClassifyComparator(const Computation* c, size_t 
 template <typename T>
 auto SortKey(T v, bool total) {
   if constexpr (std::is_same_v<T, float>) {
-    int32_t i;
-    std::memcpy(&i, &v, 4);
-    return total ? static_cast<double>(i < 0 ? (i ^ INT32_MAX) : i) : static_cast<double>(v);
+    return total ? static_cast<double>(TotalOrderKey(v)) : static_cast<double>(v);
   } else if constexpr (std::is_same_v<T, double>) {
-    if (!total) return static_cast<long double>(v);
-    int64_t i;
-    std::memcpy(&i, &v, 8);
-    return static_cast<long double>(i < 0 ? (i ^ INT64_MAX) : i);
+    return total ? static_cast<long double>(TotalOrderKey(v)) : static_cast<long double>(v);
   } else {
     return v;
   }

@@ -93,13 +93,6 @@ Computation* AddReducer(Module& module, PrimitiveType type,
   return added;
 }
 
-// Elements per feature: the product of every dim but `feature`.
-double ElementsPerFeature(const Shape& s, int64_t feature) {
-  double n = 1;
-  for (int64_t d = 0; d < s.rank(); ++d)
-    if (d != feature) n *= static_cast<double>(s.dimensions(d));
-  return n;
-}
 
 // Replaces `bn` by `replacement` (a tuple for the tuple-shaped ops).
 void Replace(Computation& comp, Instruction* bn, Instruction* replacement) {
@@ -112,6 +105,13 @@ void Replace(Computation& comp, Instruction* bn, Instruction* replacement) {
 }
 
 }  // namespace
+
+double ElementsPerFeature(const Shape& s, int64_t feature) {
+  double n = 1;
+  for (int64_t d = 0; d < s.rank(); ++d)
+    if (d != feature) n *= static_cast<double>(s.dimensions(d));
+  return n;
+}
 
 StatusOr<int64_t> ExpandBatchNorm(Module& module, std::vector<BatchNormDivisor>* divisors) {
   std::map<PrimitiveType, Computation*> reducers;

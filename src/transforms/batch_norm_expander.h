@@ -13,6 +13,10 @@
 
 namespace meshsplit {
 
+// Elements per feature of a batch-norm operand of shape `s`: the product of
+// every dim but `feature` (what the statistics average over).
+double ElementsPerFeature(const Shape& s, int64_t feature);
+
 // The constant holding the element count per feature that an expanded op
 // divides by, with the operand it counts: a transform that changes the
 // operand's shape afterwards (batch shrinking) must update the constant.

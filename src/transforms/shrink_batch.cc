@@ -221,13 +221,9 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
 
   // Expanded batch norms average over the shrunk batch, so that activations
   // stay normalised (other divisors, e.g. of a mean loss, are the model's).
-  for (const BatchNormDivisor& d : divisors) {
-    double n = 1;
-    const Shape& xs = d.operand->shape();
-    for (int64_t i = 0; i < xs.rank(); ++i)
-      if (i != d.feature_index) n *= static_cast<double>(xs.dimensions(i));
-    d.constant->set_literal(Literal::ScalarOfType(d.constant->shape().element_type(), n));
-  }
+  for (const BatchNormDivisor& d : divisors)
+    d.constant->set_literal(Literal::ScalarOfType(
+        d.constant->shape().element_type(), ElementsPerFeature(d.operand->shape(), d.feature_index)));
 
   // 3. The result is an ordinary unannotated module; stale layout text goes.
   for (const auto& comp : module.computations())
