@@ -117,7 +117,8 @@ Status HandleTranspose(SpmdContext& ctx, const Instruction& instr);
 Status HandleSlice(SpmdContext& ctx, const Instruction& instr);
 Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr);
 // Ops that act independently along every dim except `full_dims` (pad,
-// reverse, dynamic-slice, dynamic-update-slice, sort, reduce-window, map).
+// reverse, dynamic-slice, dynamic-update-slice, sort, map): map, and the
+// general fallback of those ops' own handlers.
 Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr);
 // handlers/data_movement.cc: halo exchange / masked local updates instead of
 // making the moved dims whole.

@@ -578,15 +578,6 @@ Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr) {
         if (update.dimensions(d) != in0.dimensions(d)) full.push_back(d);
       break;
     }
-    case Opcode::kReduceWindow:
-      if (!a.window) return ctx.Fallback(instr);
-      for (int64_t d = 0; d < in0.rank(); ++d) {
-        const WindowDimension& w = (*a.window)[d];
-        if (w.size != 1 || w.stride != 1 || w.padding_low != 0 || w.padding_high != 0 ||
-            w.base_dilation != 1 || w.window_dilation != 1)
-          full.push_back(d);
-      }
-      break;
     case Opcode::kMap:
       break;
     default:
