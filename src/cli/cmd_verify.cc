@@ -24,6 +24,7 @@ struct VerifyFlags {
   uint64_t seed = 0;
   bool no_propagate = false;
   bool strict = false;
+  bool stub_opaque_custom_calls = false;
   bool json = false;
   std::string backend = "threads";
   ShardFlags shard;
@@ -63,6 +64,7 @@ int RunVerify(const VerifyFlags& flags) {
   options.seed = flags.seed;
   options.propagate = !flags.no_propagate;
   options.strict = flags.strict;
+  options.stub_opaque_custom_calls = flags.stub_opaque_custom_calls;
   // --backend mpi: every rank computes the same verdict (rank 0 judges and
   // shares it); only rank 0 prints.
   bool print = true;
@@ -129,6 +131,9 @@ const bool kRegistered = RegisterCommand(
       app->add_flag("--no-propagate", flags->no_propagate,
                     "Skip sharding propagation (unannotated values are replicated)");
       app->add_flag("--strict", flags->strict, "Partitioner fallbacks are errors");
+      app->add_flag("--stub-opaque-custom-calls", flags->stub_opaque_custom_calls,
+                    "Run custom-calls the interpreter has no meaning for (backend kernels) as a "
+                    "deterministic function of their operands in both programs");
       app->add_flag("--json", flags->json, "Print one JSON document");
       app->add_option("--backend", flags->backend, "Collectives backend: threads, or mpi (under mpirun, one rank per partition)");
       AddShardFlags(app, &flags->shard);

@@ -37,6 +37,11 @@ struct EvalContext {
   uint64_t rng_seed = 42;
   // Per-device custom-call / infeed / outfeed behaviour; nullptr = none.
   DeviceHooks* hooks = nullptr;
+  // Give custom-calls the interpreter has no meaning for (a backend's
+  // kernels) a deterministic stand-in value computed from their operands,
+  // so verify can still compare a program that contains them. Off for
+  // `run`: there an unknown target is an error.
+  bool stub_opaque_custom_calls = false;
 };
 
 // Evaluates `computation` with `args` bound to its parameters (moved in, so

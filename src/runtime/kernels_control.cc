@@ -188,6 +188,60 @@ static StatusOr<Literal> EvalTopK(KernelArgs& k) {
   return Literal::MakeTuple(std::move(outs));
 }
 
+namespace {
+
+// Two linear summaries of every operand element (different weights per
+// position), so a stub result changes when any operand element changes,
+// and stays close when operands differ only by rounding.
+void SummarizeOperand(const Literal& l, double& s1, double& s2, int64_t& position) {
+  if (l.shape().IsTuple()) {
+    for (const Literal& e : l.elements()) SummarizeOperand(e, s1, s2, position);
+    return;
+  }
+  if (!l.shape().IsArray()) return;
+  for (int64_t i = 0; i < l.element_count(); ++i, ++position) {
+    const double x = l.GetDouble(i);
+    s1 += x * (1.0 + static_cast<double>(position % 7) / 8.0);
+    s2 += x * (1.0 + static_cast<double>(position % 5) / 4.0);
+  }
+}
+
+Literal StubValue(const Shape& shape, double s1, double s2, uint64_t salt) {
+  if (shape.IsTuple()) {
+    std::vector<Literal> elems;
+    for (size_t i = 0; i < shape.tuple_shapes().size(); ++i)
+      elems.push_back(StubValue(shape.tuple_shapes()[i], s1, s2, salt * 31 + i + 1));
+    return Literal::MakeTuple(std::move(elems));
+  }
+  Shape plain = shape;
+  plain.clear_layout();
+  Literal out(plain);
+  if (!shape.IsArray()) return out;
+  const bool floating = IsFloatingPoint(shape.element_type());
+  for (int64_t j = 0; j < out.element_count(); ++j) {
+    const double a = static_cast<double>((j + salt) % 11) / 10.0 - 0.5;
+    const double b = static_cast<double>((j * 3 + salt) % 13) / 12.0 - 0.5;
+    const double v = a * s1 + b * s2;
+    if (floating) out.SetDouble(j, v / (1.0 + std::fabs(v)));
+    else out.SetInt(j, static_cast<int64_t>(std::llround(v)) % 97);
+  }
+  return out;
+}
+
+// The stand-in value of a custom-call without interpreter meaning
+// (EvalContext::stub_opaque_custom_calls): a deterministic function of
+// the target name and the operand values, bounded in (-1, 1) for floats.
+Literal StubCustomCall(const KernelArgs& k) {
+  double s1 = 0, s2 = 0;
+  int64_t position = 0;
+  for (const Literal* op : k.ops) SummarizeOperand(*op, s1, s2, position);
+  uint64_t salt = 0;
+  for (char c : k.instr.attrs().custom_call_target) salt = (salt * 131 + static_cast<uint8_t>(c)) % 1000003;
+  return StubValue(k.shape(), s1, s2, salt);
+}
+
+}  // namespace
+
 StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
   const std::string& target = k.instr.attrs().custom_call_target;
   if (DeviceHooks* hooks = k.interp.ctx().hooks) {
@@ -211,6 +265,7 @@ StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
       k.op(0).shape().Compatible(k.shape()))
     return CopyOf(k, 0);
   if (target == "TopK") return EvalTopK(k);
+  if (k.interp.ctx().stub_opaque_custom_calls) return StubCustomCall(k);
   return InstrError(k.instr, "custom-call target \"" + target + "\" is not supported by the interpreter");
 }
 

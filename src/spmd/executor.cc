@@ -325,6 +325,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     ctx.replica_id = 0;
     ctx.collectives = &adapter;
     ctx.hooks = hooks.get();
+    ctx.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
     StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args[d]), ctx);
     if (!r.ok()) {
       Status s = r.status();

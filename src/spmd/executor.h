@@ -66,6 +66,8 @@ struct SpmdRunOptions {
   // XLA's single-replica reading of collectives without channel_id
   // (CollectiveAdapter::set_single_replica).
   bool single_replica_collectives = false;
+  // EvalContext::stub_opaque_custom_calls on every device.
+  bool stub_opaque_custom_calls = false;
   // Makes device d's hooks (custom-calls, infeed, outfeed) for RunOnDevices;
   // none when empty.
   std::function<std::unique_ptr<DeviceHooks>(int64_t device, Communicator& comm)> make_hooks;

@@ -37,6 +37,18 @@
 namespace meshsplit {
 namespace {
 
+// The interpreter context of a one-device run under `options`.
+EvalContext OneDeviceContext(const VerifyOptions& options) {
+  EvalContext ctx;
+  ctx.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  return ctx;
+}
+
+SpmdRunOptions WithStubs(SpmdRunOptions run, const VerifyOptions& options) {
+  run.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  return run;
+}
+
 void FillRandom(Literal& lit, std::mt19937_64& rng) { FillRandomValues(lit, rng); }
 
 double Epsilon(PrimitiveType t) {
@@ -249,7 +261,7 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   StatusOr<Literal> ref = Status::Error("unset");
   {
     ProbeRoot probe(original, *oe, orig_values);
-    ref = EvaluateModule(original, inputs);
+    ref = EvaluateModule(original, inputs, OneDeviceContext(options));
   }
   if (!ref.ok()) {
     result.divergence_detail = "reference probe run failed: " + ref.status().message();
@@ -261,7 +273,8 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   StatusOr<std::vector<Literal>> per_device = Status::Error("unset");
   {
     ProbeRoot probe(partitioned, *pe, part_values);
-    per_device = RunOnDevices(partitioned, std::move(args).value(), options.num_partitions);
+    per_device = RunOnDevices(partitioned, std::move(args).value(), options.num_partitions,
+                              WithStubs(SpmdRunOptions{}, options));
   }
   if (!per_device.ok()) {
     result.divergence_detail = "partitioned probe run failed: " + per_device.status().message();
@@ -404,14 +417,16 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
   FeedState ref_feeds(original, n, options.seed, /*reference=*/true);
   FeedState part_feeds(original, n, options.seed, /*reference=*/false);
   StatusOr<std::vector<Literal>> ref = RunOnDevices(
-      original, std::move(inputs->reference), n, ReferenceRunOptions(&ref_feeds, true));
+      original, std::move(inputs->reference), n,
+      WithStubs(ReferenceRunOptions(&ref_feeds, true), options));
   if (!ref.ok()) {
     result.status = "reference";
     result.message = "on " + std::to_string(n) + " devices: " + ref.status().ToString();
     return result;
   }
   StatusOr<std::vector<Literal>> got = RunOnDevices(
-      partitioned, std::move(inputs->partitioned), n, ReferenceRunOptions(&part_feeds, false));
+      partitioned, std::move(inputs->partitioned), n,
+      WithStubs(ReferenceRunOptions(&part_feeds, false), options));
   if (!got.ok()) {
     result.status = "spmd";
     result.message = got.status().ToString();
@@ -625,7 +640,7 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
     return result;
   }
   std::vector<Literal> inputs = RandomInputs(*original.entry(), options.seed);
-  StatusOr<Literal> ref = EvaluateModule(original, inputs);
+  StatusOr<Literal> ref = EvaluateModule(original, inputs, OneDeviceContext(options));
   if (!ref.ok()) {
     result.status = "reference";
     result.message = ref.status().ToString();
@@ -639,6 +654,7 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
   }
   SpmdRunOptions run_options;
   run_options.single_replica_collectives = true;
+  run_options.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
   StatusOr<std::vector<Literal>> per_device =
       RunOnDevices(partitioned, std::move(args).value(), n, run_options);
   if (!per_device.ok()) {

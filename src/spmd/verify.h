@@ -65,6 +65,11 @@ struct VerifyOptions {
   // Skip locating a divergence when keeping every probed value alive at
   // once (original + N partitions) would need more than this.
   int64_t max_probe_bytes = int64_t{2} << 30;
+  // Run custom-calls with no interpreter meaning as deterministic stubs
+  // (EvalContext::stub_opaque_custom_calls) in both programs. Both see
+  // the same operand values wherever the partitioning is right, so the
+  // stubs agree exactly when the surrounding program does.
+  bool stub_opaque_custom_calls = false;
   CompareOptions compare;
 };
 

@@ -157,6 +157,34 @@ ENTRY e {
   EXPECT_EQ(s.loc().line, 4);
 }
 
+// verify's stand-in for backend kernels: deterministic, a function of every
+// operand element, and only when asked for.
+TEST(Control, OpaqueCustomCallStubDependsOnEveryOperandElement) {
+  const std::string hlo = R"(HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  y = s32[2] parameter(1)
+  ROOT c = (f32[4], s32[2]) custom-call(x, y), custom_call_target="my_kernel"
+})";
+  EvalContext ctx;
+  ctx.stub_opaque_custom_calls = true;
+  Literal a = RunHlo(hlo, {F32({3}, {1, 2, 3}), S32({2}, {4, 5})}, ctx);
+  Literal again = RunHlo(hlo, {F32({3}, {1, 2, 3}), S32({2}, {4, 5})}, ctx);
+  ASSERT_TRUE(a.shape().IsTuple());
+  EXPECT_TRUE(a.BitwiseEqual(again));
+  // Changing any one operand element changes the float result.
+  const std::vector<std::vector<double>> xs = {{0, 2, 3}, {1, 0, 3}, {1, 2, 0}};
+  for (const std::vector<double>& x : xs) {
+    Literal b = RunHlo(hlo, {F32({3}, x), S32({2}, {4, 5})}, ctx);
+    EXPECT_NE(Values(a.elements()[0]), Values(b.elements()[0]));
+  }
+  Literal c = RunHlo(hlo, {F32({3}, {1, 2, 3}), S32({2}, {4, 6})}, ctx);
+  EXPECT_NE(Values(a.elements()[0]), Values(c.elements()[0]));
+  for (double v : Values(a.elements()[0])) EXPECT_LT(std::fabs(v), 1.0);
+  // Without the flag the target stays an error.
+  EXPECT_FALSE(RunStatus(hlo, {F32({3}, {1, 2, 3}), S32({2}, {4, 5})}).ok());
+}
+
 TEST(Control, DeadUnsupportedCodeIsNotEvaluated) {
   const char* hlo = R"(HloModule m
 ENTRY e {
