@@ -216,8 +216,10 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kBatchNormTraining: return EvalBatchNormTraining(k);
     case Opcode::kBatchNormInference: return EvalBatchNormInference(k);
     case Opcode::kBatchNormGrad: return EvalBatchNormGrad(k);
-    case Opcode::kRaggedDot: case Opcode::kFft: case Opcode::kCholesky:
-    case Opcode::kTriangularSolve:
+    case Opcode::kRaggedDot: return EvalRaggedDot(k);
+    case Opcode::kCholesky: return EvalCholesky(k);
+    case Opcode::kTriangularSolve: return EvalTriangularSolve(k);
+    case Opcode::kFft:
       return NotSupported(instr);
 
     case Opcode::kTuple: return EvalTuple(k);

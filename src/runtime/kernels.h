@@ -103,6 +103,13 @@ StatusOr<Literal> EvalConvolution(KernelArgs& k);
 StatusOr<Literal> EvalBatchNormTraining(KernelArgs& k);
 StatusOr<Literal> EvalBatchNormInference(KernelArgs& k);
 StatusOr<Literal> EvalBatchNormGrad(KernelArgs& k);
+// kernels_linalg.cc, kernels_ragged_dot.cc
+StatusOr<Literal> EvalCholesky(KernelArgs& k);
+StatusOr<Literal> EvalTriangularSolve(KernelArgs& k);
+StatusOr<Literal> EvalRaggedDot(KernelArgs& k);
+// kernels_topk.cc: the TopK custom-call with any comparator (the plain
+// GT/LT one has a faster path in EvalCustomCall).
+StatusOr<Literal> EvalTopKWithComparator(KernelArgs& k);
 // kernels_gather_scatter.cc
 StatusOr<Literal> EvalGather(KernelArgs& k);
 StatusOr<Literal> EvalScatter(KernelArgs& k);

@@ -135,17 +135,22 @@ static StatusOr<Literal> EvalTopK(KernelArgs& k) {
   const Instruction& instr = k.instr;
   const Computation* cmp = instr.to_apply();
   const Instruction* root = cmp ? cmp->root() : nullptr;
-  if (k.ops.size() != 1 || !instr.shape().IsTuple() || instr.shape().tuple_size() != 2 ||
-      root == nullptr || root->opcode() != Opcode::kCompare || root->operand_count() != 2 ||
-      root->operand(0)->opcode() != Opcode::kParameter ||
-      root->operand(1)->opcode() != Opcode::kParameter ||
-      root->operand(0)->attrs().parameter_number != 0 ||
-      root->operand(1)->attrs().parameter_number != 1 ||
-      !root->attrs().comparison_direction.has_value() ||
-      (*root->attrs().comparison_direction != ComparisonDirection::kGt &&
-       *root->attrs().comparison_direction != ComparisonDirection::kLt))
-    return InstrError(instr, "TopK needs one operand and a plain GT/LT comparator");
-  const bool largest = *root->attrs().comparison_direction == ComparisonDirection::kGt;
+  if (k.ops.size() != 1 || !instr.shape().IsTuple() || instr.shape().tuple_size() != 2)
+    return InstrError(instr, "TopK takes one operand and returns (values, indices)");
+  // Without a comparator TopK means the largest (XLA's partitioner assumes
+  // so too); other comparators than a plain GT/LT go to the general path.
+  if (cmp != nullptr &&
+      (root == nullptr || root->opcode() != Opcode::kCompare || root->operand_count() != 2 ||
+       root->operand(0)->opcode() != Opcode::kParameter ||
+       root->operand(1)->opcode() != Opcode::kParameter ||
+       root->operand(0)->attrs().parameter_number != 0 ||
+       root->operand(1)->attrs().parameter_number != 1 ||
+       !root->attrs().comparison_direction.has_value() ||
+       (*root->attrs().comparison_direction != ComparisonDirection::kGt &&
+        *root->attrs().comparison_direction != ComparisonDirection::kLt)))
+    return EvalTopKWithComparator(k);
+  const bool largest =
+      cmp == nullptr || *root->attrs().comparison_direction == ComparisonDirection::kGt;
   const Literal& in = k.op(0);
   const Shape& vs = instr.shape().tuple_shapes(0);
   const Shape& is = instr.shape().tuple_shapes(1);

@@ -1,0 +1,274 @@
+// The ragged-dot kernel: a dot whose lhs has one "ragged" dimension cut into
+// consecutive groups by a group_sizes operand. Its three modes, chosen by the
+// kind of the lhs ragged dim, follow XLA's (and StableHLO's) definition:
+//  - non-contracting: lhs row r of group i is multiplied by rhs[group i]
+//    (the rhs group dim is contracted away); rows outside every group give 0;
+//  - contracting: result [g, ...]: slice i sums only over the contracting
+//    positions of group i;
+//  - batch: an ordinary dot (group sizes do not change the result).
+// group_sizes has shape [p..., g]; its leading dims index the leading dims of
+// the ragged operand (a [g] operand applies to every row). Group bounds are
+// running sums in group_sizes' own type, as XLA's expansion computes them.
+// Loops accumulate in f64 (f32 for f32 operands would be BLAS's answer; the
+// difference is rounding only).
+#include <string>
+#include <vector>
+
+#include "runtime/kernels.h"
+
+namespace meshsplit::interp {
+namespace {
+
+// Parses "{1,2}" (an uninterpreted attribute's text) into numbers.
+bool ParseDimList(const std::string& text, std::vector<int64_t>* out) {
+  out->clear();
+  size_t i = 0;
+  auto skip = [&] { while (i < text.size() && text[i] == ' ') ++i; };
+  skip();
+  if (i >= text.size() || text[i] != '{') return false;
+  ++i;
+  skip();
+  if (i < text.size() && text[i] == '}') return true;
+  while (i < text.size()) {
+    skip();
+    size_t start = i;
+    if (i < text.size() && text[i] == '-') ++i;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+    if (i == start) return false;
+    out->push_back(std::stoll(text.substr(start, i - start)));
+    skip();
+    if (i < text.size() && text[i] == ',') {
+      ++i;
+      continue;
+    }
+    if (i < text.size() && text[i] == '}') return true;
+    return false;
+  }
+  return false;
+}
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) {
+  for (int64_t e : v)
+    if (e == x) return true;
+  return false;
+}
+
+// Reads group_sizes element `i` as the wrapped value of its type: signed
+// types sign-extend, unsigned ones stay non-negative.
+int64_t WrapToType(int64_t v, PrimitiveType t) {
+  int64_t bits = ByteWidth(t) * 8;
+  if (bits >= 64) return v;
+  uint64_t mask = (uint64_t{1} << bits) - 1;
+  uint64_t u = static_cast<uint64_t>(v) & mask;
+  if (IsSignedInteger(t) && (u >> (bits - 1)) != 0) u |= ~mask;
+  return static_cast<int64_t>(u);
+}
+
+// For every element of `op` (an operand of rank >= prefix + 1), which of the
+// g groups its coordinate along `ragged_dim` falls in: member[e * g + i].
+std::vector<uint8_t> GroupMembership(const Shape& op, int64_t ragged_dim, const Literal& sizes,
+                                     int64_t prefix, int64_t g) {
+  const std::vector<int64_t>& dims = op.dimensions();
+  const int64_t rows = g == 0 ? 0 : sizes.element_count() / g;
+  // Bounds per group_sizes row: start[row*g+i] <= r < end[row*g+i].
+  std::vector<int64_t> start(rows * g), end(rows * g);
+  const PrimitiveType t = sizes.element_type();
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t sum = 0;
+    for (int64_t i = 0; i < g; ++i) {
+      start[row * g + i] = WrapToType(sum, t);
+      sum = WrapToType(sum + sizes.GetInt(row * g + i), t);
+      end[row * g + i] = sum;
+    }
+  }
+  std::vector<int64_t> prefix_dims(dims.begin(), dims.begin() + prefix);
+  std::vector<int64_t> prefix_strides = RowMajorStrides(prefix_dims);
+  const int64_t count = op.ElementCount();
+  std::vector<uint8_t> member(count * g, 0);
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t e = 0; e < count; ++e, NextIndex(idx, dims)) {
+    int64_t row = 0;
+    for (int64_t d = 0; d < prefix; ++d) row += idx[d] * prefix_strides[d];
+    const int64_t r = idx[ragged_dim];
+    for (int64_t i = 0; i < g; ++i)
+      member[e * g + i] = start[row * g + i] <= r && r < end[row * g + i];
+  }
+  return member;
+}
+
+std::vector<double> ToDoubles(const Literal& lit) {
+  std::vector<double> v(lit.element_count());
+  for (int64_t i = 0; i < lit.element_count(); ++i) v[i] = lit.GetDouble(i);
+  return v;
+}
+
+}  // namespace
+
+StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  if (k.ops.size() != 3) return InstrError(instr, "ragged-dot takes lhs, rhs and group_sizes");
+  const Literal& lhs = k.op(0);
+  const Literal& rhs = k.op(1);
+  const Literal& sizes = k.op(2);
+  const Shape& ls = lhs.shape();
+  const Shape& rs = rhs.shape();
+  const Shape& out_shape = instr.shape();
+  if (!ls.IsArray() || !rs.IsArray() || !sizes.shape().IsArray() || !out_shape.IsArray())
+    return InstrError(instr, "ragged-dot operands and result must be arrays");
+  if (!IsInteger(sizes.element_type()) || sizes.shape().rank() < 1)
+    return InstrError(instr, "group_sizes must be an integer array of rank >= 1, got " +
+                                 sizes.shape().ToString(false));
+  const DotDimensionNumbers dn = instr.attrs().dot_dnums.value_or(DotDimensionNumbers{});
+  std::vector<int64_t> lhs_ragged, rhs_group;
+  const std::string* lr = instr.attrs().FindExtra("lhs_ragged_dims");
+  if (lr == nullptr || !ParseDimList(*lr, &lhs_ragged) || lhs_ragged.size() != 1)
+    return InstrError(instr, "ragged-dot needs lhs_ragged_dims with one dimension");
+  if (const std::string* rg = instr.attrs().FindExtra("rhs_group_dims"))
+    if (!ParseDimList(*rg, &rhs_group) || rhs_group.size() > 1)
+      return InstrError(instr, "rhs_group_dims must list at most one dimension");
+  const int64_t ragged = lhs_ragged[0];
+  auto in_range = [](const std::vector<int64_t>& v, int64_t rank) {
+    for (int64_t d : v)
+      if (d < 0 || d >= rank) return false;
+    return true;
+  };
+  if (!in_range(lhs_ragged, ls.rank()) || !in_range(rhs_group, rs.rank()) ||
+      !in_range(dn.lhs_batch_dimensions, ls.rank()) ||
+      !in_range(dn.lhs_contracting_dimensions, ls.rank()) ||
+      !in_range(dn.rhs_batch_dimensions, rs.rank()) ||
+      !in_range(dn.rhs_contracting_dimensions, rs.rank()) ||
+      dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size() ||
+      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size())
+    return InstrError(instr, "ragged-dot dimension numbers do not fit the operands");
+  enum class Mode { kNonContracting, kContracting, kBatch };
+  Mode mode = Contains(dn.lhs_contracting_dimensions, ragged) ? Mode::kContracting
+              : Contains(dn.lhs_batch_dimensions, ragged)     ? Mode::kBatch
+                                                              : Mode::kNonContracting;
+  if (mode == Mode::kNonContracting && rhs_group.size() != 1)
+    return InstrError(instr, "a ragged non-contracting dimension needs one rhs_group_dims");
+  if (mode != Mode::kNonContracting && !rhs_group.empty())
+    return InstrError(instr, "rhs_group_dims is only allowed with a ragged non-contracting dimension");
+  const int64_t g = sizes.shape().dimensions().back();
+  const int64_t prefix = sizes.shape().rank() - 1;
+  if (prefix > ls.rank())
+    return InstrError(instr, "group_sizes " + sizes.shape().ToString(false) +
+                                 " has more leading dims than lhs " + ls.ToString(false));
+  for (int64_t d = 0; d < prefix; ++d)
+    if (sizes.shape().dimensions(d) != ls.dimensions(d))
+      return InstrError(instr, "group_sizes dimension " + std::to_string(d) + " has size " +
+                                   std::to_string(sizes.shape().dimensions(d)) +
+                                   " but lhs dimension " + std::to_string(d) + " has " +
+                                   std::to_string(ls.dimensions(d)));
+  if (mode == Mode::kNonContracting && rs.dimensions(rhs_group[0]) != g)
+    return InstrError(instr, "rhs group dimension has size " +
+                                 std::to_string(rs.dimensions(rhs_group[0])) + " but there are " +
+                                 std::to_string(g) + " groups");
+
+  // Result dims: [g (contracting mode)] + batch + lhs free + rhs free, each
+  // with its step in lhs and rhs (0 where it does not index that operand).
+  const std::vector<int64_t> lstr = RowMajorStrides(ls.dimensions());
+  const std::vector<int64_t> rstr = RowMajorStrides(rs.dimensions());
+  std::vector<int64_t> odims, lstep, rstep;
+  if (mode == Mode::kContracting) {
+    odims.push_back(g);
+    lstep.push_back(0);
+    rstep.push_back(0);
+  }
+  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
+    int64_t ld = dn.lhs_batch_dimensions[i], rd = dn.rhs_batch_dimensions[i];
+    if (ls.dimensions(ld) != rs.dimensions(rd))
+      return InstrError(instr, "batch dimensions " + std::to_string(ld) + " and " +
+                                   std::to_string(rd) + " differ in size");
+    odims.push_back(ls.dimensions(ld));
+    lstep.push_back(lstr[ld]);
+    rstep.push_back(rstr[rd]);
+  }
+  for (int64_t d = 0; d < ls.rank(); ++d) {
+    if (Contains(dn.lhs_batch_dimensions, d) || Contains(dn.lhs_contracting_dimensions, d)) continue;
+    odims.push_back(ls.dimensions(d));
+    lstep.push_back(lstr[d]);
+    rstep.push_back(0);
+  }
+  for (int64_t d = 0; d < rs.rank(); ++d) {
+    if (Contains(dn.rhs_batch_dimensions, d) || Contains(dn.rhs_contracting_dimensions, d) ||
+        Contains(rhs_group, d))
+      continue;
+    odims.push_back(rs.dimensions(d));
+    lstep.push_back(0);
+    rstep.push_back(rstr[d]);
+  }
+  if (odims != out_shape.dimensions())
+    return InstrError(instr, "result " + out_shape.ToString(false) +
+                                 " does not match the ragged-dot of " + ls.ToString(false) +
+                                 " and " + rs.ToString(false));
+  // Every combination of contracting positions, as offsets into lhs and rhs.
+  std::vector<int64_t> lcoff{0}, rcoff{0};
+  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
+    int64_t ld = dn.lhs_contracting_dimensions[i], rd = dn.rhs_contracting_dimensions[i];
+    if (ls.dimensions(ld) != rs.dimensions(rd))
+      return InstrError(instr, "contracting dimensions " + std::to_string(ld) + " and " +
+                                   std::to_string(rd) + " differ in size");
+    std::vector<int64_t> nl, nr;
+    for (size_t c = 0; c < lcoff.size(); ++c)
+      for (int64_t p = 0; p < ls.dimensions(ld); ++p) {
+        nl.push_back(lcoff[c] + p * lstr[ld]);
+        nr.push_back(rcoff[c] + p * rstr[rd]);
+      }
+    lcoff.swap(nl);
+    rcoff.swap(nr);
+  }
+
+  std::vector<uint8_t> lmember, rmember;
+  if (mode != Mode::kBatch) lmember = GroupMembership(ls, ragged, sizes, prefix, g);
+  if (mode == Mode::kContracting) {
+    size_t pos = 0;
+    while (dn.lhs_contracting_dimensions[pos] != ragged) ++pos;
+    const int64_t rhs_ragged = dn.rhs_contracting_dimensions[pos];
+    if (prefix > rs.rank())
+      return InstrError(instr, "group_sizes has more leading dims than rhs");
+    for (int64_t d = 0; d < prefix; ++d)
+      if (sizes.shape().dimensions(d) != rs.dimensions(d))
+        return InstrError(instr, "group_sizes dimension " + std::to_string(d) +
+                                     " does not match rhs dimension " + std::to_string(d));
+    rmember = GroupMembership(rs, rhs_ragged, sizes, prefix, g);
+  }
+  const std::vector<double> lv = ToDoubles(lhs), rv = ToDoubles(rhs);
+  const int64_t group_step = mode == Mode::kNonContracting ? rstr[rhs_group[0]] : 0;
+  const size_t ncomb = lcoff.size();
+  Literal out(Shape(out_shape.element_type(), out_shape.dimensions()));
+  std::vector<int64_t> idx(odims.size(), 0);
+  const int64_t count = out.element_count();
+  for (int64_t o = 0; o < count; ++o, NextIndex(idx, odims)) {
+    int64_t lb = 0, rb = 0;
+    for (size_t d = 0; d < odims.size(); ++d) {
+      lb += idx[d] * lstep[d];
+      rb += idx[d] * rstep[d];
+    }
+    double acc = 0;
+    switch (mode) {
+      case Mode::kBatch:
+        for (size_t c = 0; c < ncomb; ++c) acc += lv[lb + lcoff[c]] * rv[rb + rcoff[c]];
+        break;
+      case Mode::kNonContracting:
+        for (size_t c = 0; c < ncomb; ++c) {
+          const int64_t le = lb + lcoff[c];
+          for (int64_t i = 0; i < g; ++i)
+            if (lmember[le * g + i]) acc += lv[le] * rv[rb + rcoff[c] + i * group_step];
+        }
+        break;
+      case Mode::kContracting: {
+        const int64_t i = idx[0];
+        for (size_t c = 0; c < ncomb; ++c) {
+          const int64_t le = lb + lcoff[c], re = rb + rcoff[c];
+          if (lmember[le * g + i] && rmember[re * g + i]) acc += lv[le] * rv[re];
+        }
+        break;
+      }
+    }
+    if (IsFloatingPoint(out_shape.element_type())) out.SetDouble(o, acc);
+    else out.SetInt(o, static_cast<int64_t>(acc));
+  }
+  return out;
+}
+
+}  // namespace meshsplit::interp
