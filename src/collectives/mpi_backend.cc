@@ -33,17 +33,19 @@ enum OpTag : uint64_t {
   kTagAllToAllTuple,
   kTagPermute,
   kTagBarrier,
+  kTagHistory,
 };
 
-// FNV-1a over the arguments every rank must agree on.
+// A hash of the arguments every rank must agree on, one 64-bit word at a
+// time (a multiply and a shift per word: it runs on every collective, so it
+// must cost nanoseconds; it only has to tell argument lists apart, not resist
+// an adversary).
 class Signature {
  public:
   explicit Signature(uint64_t op) { Add(op); }
   Signature& Add(uint64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h_ ^= (v >> (8 * i)) & 0xff;
-      h_ *= 1099511628211ull;
-    }
+    h_ = (h_ ^ v) * 0x9e3779b97f4a7c15ull;
+    h_ ^= h_ >> 29;
     return *this;
   }
   Signature& Add(std::span<const int64_t> v) {
@@ -51,16 +53,19 @@ class Signature {
     for (int64_t x : v) Add(static_cast<uint64_t>(x));
     return *this;
   }
-  Signature& Add(const CommGroups& groups) {
-    Add(groups.size());
-    for (const auto& g : groups) Add(std::span<const int64_t>(g));
-    return *this;
-  }
   uint64_t value() const { return h_; }
 
  private:
-  uint64_t h_ = 1469598103934665603ull;
+  uint64_t h_ = 0x243f6a8885a308d3ull;
 };
+
+// The part of a signature that names the replica groups, computed once per
+// distinct group list (it is O(devices)).
+uint64_t GroupsHash(const CommGroups& groups) {
+  Signature sig(groups.size());
+  for (const auto& g : groups) sig.Add(std::span<const int64_t>(g));
+  return sig.value();
+}
 
 const unsigned char* Bytes(const void* p) {
   return static_cast<const unsigned char*>(p);
@@ -114,10 +119,13 @@ constexpr int64_t kWholeGatherAllReduceBytes = 256 * 1024;
 
 // Shared state of MpiWait and its watchdog thread. Leaked on purpose: the
 // watchdog must keep watching MPI_Finalize, which runs during static
-// destruction.
+// destruction. Only the MPI thread writes depth, epoch and what, and MpiWait
+// is on the path of every collective, so it uses relaxed loads and stores
+// (plain moves on x86) and reads no clock: the watchdog times a wait from
+// the first poll that sees it, by its epoch.
 struct WatchdogState {
   std::atomic<int> depth{0};
-  std::atomic<int64_t> started_ns{0};
+  std::atomic<uint64_t> epoch{0};  // +1 whenever an outermost wait begins
   std::atomic<const char*> what{nullptr};
   std::atomic<double> timeout{-1};  // < 0: not read from the environment yet
   std::atomic<bool> thread_started{false};
@@ -150,18 +158,32 @@ double TimeoutFromEnvironment() {
   return v;
 }
 
-// Polls a few times per timeout; a wait is judged from when the outermost
-// MpiWait scope began.
+// Polls ten times per timeout. A wait is timed from the first poll that saw
+// its epoch, so a stuck rank is reported between `timeout` and `timeout` plus
+// one poll after its wait began (the message rounds down by up to one poll).
 void WatchdogLoop() {
   WatchdogState& w = Watchdog();
+  uint64_t seen_epoch = 0;
+  int64_t seen_ns = 0;
+  bool watching = false;
   for (;;) {
     const double timeout = w.timeout.load();
     const double poll = timeout > 0 ? std::clamp(timeout / 10, 0.01, 0.5) : 0.5;
     std::this_thread::sleep_for(std::chrono::duration<double>(poll));
-    if (timeout <= 0 || w.depth.load() == 0) continue;
-    const double waited = (NowNs() - w.started_ns.load()) * 1e-9;
+    if (timeout <= 0 || w.depth.load(std::memory_order_acquire) == 0) {
+      watching = false;
+      continue;
+    }
+    const uint64_t epoch = w.epoch.load(std::memory_order_relaxed);
+    if (!watching || epoch != seen_epoch) {  // a wait this poll has not seen yet
+      watching = true;
+      seen_epoch = epoch;
+      seen_ns = NowNs();
+      continue;
+    }
+    const double waited = (NowNs() - seen_ns) * 1e-9;
     if (waited <= timeout) continue;
-    const char* what = w.what.load();
+    const char* what = w.what.load(std::memory_order_relaxed);
     std::fprintf(stderr,
                  "error: rank %d: waited %.1f s in %s for the other ranks (one is stuck, "
                  "stopped or unreachable); ending the job (timeout MESHSPLIT_MPI_TIMEOUT=%g s)\n",
@@ -190,18 +212,21 @@ void MpiErrorHandler(MPI_Comm* comm, int* code, ...) {
 
 MpiWait::MpiWait(const char* what) {
   WatchdogState& w = Watchdog();
-  previous_ = w.what.load();
-  const double timeout = timeout_seconds();
-  if (timeout > 0 && !w.thread_started.exchange(true)) std::thread(WatchdogLoop).detach();
-  w.what.store(what);
-  if (w.depth.load() == 0) w.started_ns.store(NowNs());
-  w.depth.fetch_add(1);
+  if (!w.thread_started.load(std::memory_order_relaxed) && timeout_seconds() > 0 &&
+      !w.thread_started.exchange(true))
+    std::thread(WatchdogLoop).detach();
+  previous_ = w.what.load(std::memory_order_relaxed);
+  w.what.store(what, std::memory_order_relaxed);
+  const int depth = w.depth.load(std::memory_order_relaxed);
+  if (depth == 0)
+    w.epoch.store(w.epoch.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  w.depth.store(depth + 1, std::memory_order_release);
 }
 
 MpiWait::~MpiWait() {
   WatchdogState& w = Watchdog();
-  w.depth.fetch_sub(1);
-  w.what.store(previous_);
+  w.depth.store(w.depth.load(std::memory_order_relaxed) - 1, std::memory_order_release);
+  w.what.store(previous_, std::memory_order_relaxed);
 }
 
 double MpiWait::timeout_seconds() {
@@ -256,6 +281,7 @@ MpiCommunicator::MpiCommunicator() {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   rank_ = rank;
   size_ = size;
+  inline_.resize(size_);
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -269,68 +295,111 @@ MpiCommunicator::~MpiCommunicator() {
 Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                               const void* payload, int64_t inline_bytes) {
   if (!check_agreement_) return local;  // a local error then stops only us
+  // Chain this collective into the history (splitmix64's finaliser as mixer).
+  uint64_t h = (history_ ^ signature) * 0xbf58476d1ce4e5b9ull;
+  h = (h ^ (h >> 27)) * 0x94d049bb133111ebull;
+  history_ = h ^ (h >> 31);
+  const bool inlined = inline_bytes >= 0;
   unsigned char mine[kEnvelopeBytes] = {};
-  // Signatures are odd, so 0 can mean "failed here".
-  const uint64_t word = local.ok() ? (signature | 1) : 0;
-  std::memcpy(mine, &word, 8);
-  if (payload != nullptr && inline_bytes > 0)
-    std::memcpy(mine + 8, payload, std::min(inline_bytes, kInlineBytes));
+  if (!inlined) {
+    std::memcpy(mine, &history_, 8);
+  } else if (payload != nullptr) {
+    std::memcpy(mine, payload, std::min(inline_bytes, kInlineBytes));
+  }
+  const uint16_t word =
+      local.ok() ? static_cast<uint16_t>(kWordOk | (inlined ? kWordInline : 0) |
+                                         ((history_ >> 50) & kWordHashMask))
+                 : 0;
+  std::memcpy(mine + kInlineBytes, &word, 2);
   envelopes_.resize(size_ * kEnvelopeBytes);
   MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
                 MPI_COMM_WORLD);
-  if (!local.ok()) return local;
+  // The verdict depends only on the gathered envelopes, so it is the same on
+  // every rank.
   auto word_of = [&](int64_t d) {
-    uint64_t w = 0;
-    std::memcpy(&w, envelopes_.data() + d * kEnvelopeBytes, 8);
+    uint16_t w = 0;
+    std::memcpy(&w, envelopes_.data() + d * kEnvelopeBytes + kInlineBytes, 2);
     return w;
   };
-  for (int64_t d = 0; d < size_; ++d)
+  auto same_as_mine = [&](int64_t d) {
+    if (word_of(d) != word) return false;
+    return inlined ||
+           std::memcmp(envelopes_.data() + d * kEnvelopeBytes, mine, kInlineBytes) == 0;
+  };
+  Status verdict = local;
+  for (int64_t d = 0; d < size_ && verdict.ok(); ++d)
     if (word_of(d) == 0)
-      return Status::Error("a collective failed on device " + std::to_string(d) +
-                           " (bad arguments there)");
-  for (int64_t d = 0; d < size_; ++d)
-    if (word_of(d) != word)
-      return Status::Error("devices disagree on a collective: device " +
-                           std::to_string(d) + "'s arguments differ from device " +
-                           std::to_string(rank_) + "'s");
+      verdict = Status::Error("a collective failed on device " + std::to_string(d) +
+                              " (bad arguments there)");
+  for (int64_t d = 0; d < size_ && verdict.ok(); ++d)
+    if (!same_as_mine(d))
+      verdict = Status::Error(
+          "devices disagree on a collective: device " + std::to_string(d) +
+          "'s arguments (of this collective or an earlier one) differ from device " +
+          std::to_string(rank_) + "'s");
+  if (!verdict.ok()) {
+    // Every rank failed this agreement; start the history afresh so that
+    // ranks that carry on after the error (tests do) agree again.
+    history_ = kHistorySeed;
+    return verdict;
+  }
+  if (inlined)
+    for (int64_t d = 0; d < size_; ++d)
+      std::memcpy(&inline_[d], envelopes_.data() + d * kEnvelopeBytes, kInlineBytes);
   return Status::Ok();
 }
 
-Status MpiCommunicator::Membership(const CommGroups& groups, std::string_view op,
-                                   bool require_equal_sizes, const GroupMembership** out) {
-  auto it = memberships_.find(groups);
-  if (it == memberships_.end() || (require_equal_sizes && !it->second.equal_sizes)) {
-    // First use (or a size check this list has not passed): validate.
+Status MpiCommunicator::CheckHistory() {
+  MpiWait wait("the check of every collective's arguments");
+  return Agree(Signature(kTagHistory).value(), Status::Ok());
+}
+
+Status MpiCommunicator::Lookup(const CommGroups& groups, std::string_view op,
+                              bool require_equal_sizes, Group** out) {
+  Group* group = nullptr;
+  if (last_key_ != nullptr && *last_key_ == groups) {
+    group = last_group_;
+  } else if (auto it = groups_.find(groups); it != groups_.end()) {
+    group = it->second.get();
+    last_key_ = &it->first;
+    last_group_ = group;
+  }
+  if (group == nullptr || (require_equal_sizes && !group->equal_sizes)) {
+    // First use (or a size check this list has not passed): validate. With
+    // unequal sizes and require_equal_sizes, FindGroup fails.
     MS_ASSIGN_OR_RETURN(GroupMembership m,
                         FindGroup(groups, size_, rank_, op, require_equal_sizes));
-    bool equal = true;
-    for (const auto& g : groups) equal = equal && g.size() == groups[0].size();
-    it = memberships_.insert_or_assign(groups, CachedMembership{std::move(m), equal}).first;
+    if (group == nullptr) {
+      auto fresh = std::make_unique<Group>();
+      fresh->membership = std::move(m);
+      for (const auto& g : groups)
+        fresh->equal_sizes = fresh->equal_sizes && g.size() == groups[0].size();
+      fresh->hash = GroupsHash(groups);
+      auto it = groups_.emplace(groups, std::move(fresh)).first;
+      group = it->second.get();
+      last_key_ = &it->first;
+      last_group_ = group;
+    }
   }
-  *out = &it->second.membership;
+  *out = group;
   return Status::Ok();
 }
 
-StatusOr<const MpiCommunicator::Group*> MpiCommunicator::GetGroup(
-    const CommGroups& groups, std::string_view op, bool require_equal_sizes) {
-  auto it = groups_.find(groups);
-  if (it != groups_.end()) return static_cast<const Group*>(it->second.get());
-  auto group = std::make_unique<Group>();
-  MS_ASSIGN_OR_RETURN(group->membership,
-                      FindGroup(groups, size_, rank_, op, require_equal_sizes));
-  if (groups.empty()) {
+const MpiCommunicator::Group* MpiCommunicator::Comm(Group* group) {
+  if (group->comm != MPI_COMM_NULL) return group;
+  const auto& m = group->membership.members;
+  bool world_order = static_cast<int64_t>(m.size()) == size_;
+  for (size_t i = 0; world_order && i < m.size(); ++i) world_order = m[i] == static_cast<int64_t>(i);
+  if (world_order) {
     MPI_Comm_dup(MPI_COMM_WORLD, &group->comm);
   } else {
     // Groups are disjoint, so the smallest member id names the group; the
     // key orders ranks in the new communicator by group position.
-    const auto& m = group->membership.members;
     int color = static_cast<int>(*std::min_element(m.begin(), m.end()));
     MPI_Comm_split(MPI_COMM_WORLD, color, static_cast<int>(group->membership.position),
                    &group->comm);
   }
-  const Group* result = group.get();
-  groups_.emplace(groups, std::move(group));
-  return result;
+  return group;
 }
 
 Status MpiCommunicator::AllReduce(const void* input, void* output,
@@ -340,9 +409,9 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok() && count < 0) local = Status::Error("all-reduce: negative element count");
-  const GroupMembership* found = nullptr;
-  if (local.ok()) local = Membership(groups, "all-reduce", false, &found);
-  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  Group* found = nullptr;
+  if (local.ok()) local = Lookup(groups, "all-reduce", false, &found);
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->membership.members.size()) : 1;
   if (local.ok()) local = CheckBytes(count * w * g, "all-reduce");
   const int64_t bytes = local.ok() ? count * w : 0;
   const bool inlined = Inlined(bytes);
@@ -350,10 +419,10 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
                                .Add(static_cast<uint64_t>(type))
                                .Add(static_cast<uint64_t>(kind))
                                .Add(count)
-                               .Add(groups)
+                               .Add(found != nullptr ? found->hash : 0)
                                .value(),
-                           local, local.ok() ? input : nullptr, inlined ? bytes : 0));
-  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-reduce", false));
+                           local, local.ok() ? input : nullptr, inlined ? bytes : -1));
+  const Group* group = Comm(found);
   if (g == 1) {
     if (input != output) std::memmove(output, input, bytes);
     return Status::Ok();
@@ -361,7 +430,7 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   std::vector<const void*>& inputs = inputs_;
   inputs.resize(g);
   if (inlined) {  // every contribution came with the agreement
-    for (int64_t k = 0; k < g; ++k) inputs[k] = Inline(found->members[k]);
+    for (int64_t k = 0; k < g; ++k) inputs[k] = Inline(found->membership.members[k]);
     ReduceInOrder(kind, type, inputs, output, count);
     return Status::Ok();
   }
@@ -388,7 +457,7 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
     int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
     return std::pair{b, e - b};
   };
-  const int64_t p = found->position;
+  const int64_t p = found->membership.position;
   const auto [my_begin, my_len] = slice(p);
   for (int64_t q = 0; q < g; ++q) {
     auto [b, len] = slice(q);
@@ -414,9 +483,9 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
   MpiWait wait("all-gather");
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, dimension, "all-gather", "all_gather_dimension");
-  const GroupMembership* found = nullptr;
-  if (local.ok()) local = Membership(groups, "all-gather", true, &found);
-  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  Group* found = nullptr;
+  if (local.ok()) local = Lookup(groups, "all-gather", true, &found);
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->membership.members.size()) : 1;
   const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
   if (local.ok()) local = CheckBytes(elems * w * g, "all-gather");
   const int64_t bytes = elems * w;
@@ -425,10 +494,10 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
                                .Add(static_cast<uint64_t>(type))
                                .Add(dims)
                                .Add(dimension)
-                               .Add(groups)
+                               .Add(found != nullptr ? found->hash : 0)
                                .value(),
-                           local, local.ok() ? input : nullptr, inlined ? bytes : 0));
-  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-gather", true));
+                           local, local.ok() ? input : nullptr, inlined ? bytes : -1));
+  const Group* group = Comm(found);
   const int64_t outer = Product(dims, 0, dimension);
   const int64_t inner = Product(dims, dimension, dims.size()) * w;
   // Member q's block o goes to row o, column q of the output.
@@ -437,7 +506,7 @@ Status MpiCommunicator::AllGather(const void* input, void* output,
       std::memcpy(Bytes(output) + (o * g + q) * inner, from + o * inner, inner);
   };
   if (inlined) {
-    for (int64_t q = 0; q < g; ++q) place(q, Inline(found->members[q]));
+    for (int64_t q = 0; q < g; ++q) place(q, Inline(found->membership.members[q]));
     return Status::Ok();
   }
   if (outer == 1 && input != output) {
@@ -463,9 +532,9 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckReduction(type, kind);
   if (local.ok()) local = CheckDims(dims, dimension, "reduce-scatter", "scatter_dimension");
-  const GroupMembership* found = nullptr;
-  if (local.ok()) local = Membership(groups, "reduce-scatter", true, &found);
-  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  Group* found = nullptr;
+  if (local.ok()) local = Lookup(groups, "reduce-scatter", true, &found);
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->membership.members.size()) : 1;
   if (local.ok() && dims[dimension] % g != 0)
     local = Status::Error("reduce-scatter: dimension " + std::to_string(dimension) +
                           " of size " + std::to_string(dims[dimension]) +
@@ -477,10 +546,10 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
                                .Add(static_cast<uint64_t>(kind))
                                .Add(dims)
                                .Add(dimension)
-                               .Add(groups)
+                               .Add(found != nullptr ? found->hash : 0)
                                .value(),
                            local));
-  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "reduce-scatter", true));
+  const Group* group = Comm(found);
   const int64_t outer = Product(dims, 0, dimension);
   const int64_t block = dims[dimension] / g * Product(dims, dimension + 1, dims.size());
   const int64_t part = outer * block * w;  // bytes for one destination
@@ -511,9 +580,9 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
   const int64_t w = ByteWidth(type);
   Status local = CheckDims(dims, split_dimension, "all-to-all", "split_dimension");
   if (local.ok()) local = CheckDims(dims, concat_dimension, "all-to-all", "concat_dimension");
-  const GroupMembership* found = nullptr;
-  if (local.ok()) local = Membership(groups, "all-to-all", true, &found);
-  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  Group* found = nullptr;
+  if (local.ok()) local = Lookup(groups, "all-to-all", true, &found);
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->membership.members.size()) : 1;
   if (local.ok() && dims[split_dimension] % g != 0)
     local = Status::Error("all-to-all: split dimension " + std::to_string(split_dimension) +
                           " of size " + std::to_string(dims[split_dimension]) +
@@ -525,10 +594,10 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
                                .Add(dims)
                                .Add(split_dimension)
                                .Add(concat_dimension)
-                               .Add(groups)
+                               .Add(found != nullptr ? found->hash : 0)
                                .value(),
                            local));
-  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-to-all", true));
+  const Group* group = Comm(found);
   std::vector<int64_t> block(dims.begin(), dims.end());
   block[split_dimension] /= g;
   std::vector<int64_t> out_dims = block;
@@ -562,9 +631,9 @@ Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
   const int64_t w = ByteWidth(type);
   Status local;
   if (count < 0) local = Status::Error("all-to-all: negative element count");
-  const GroupMembership* found = nullptr;
-  if (local.ok()) local = Membership(groups, "all-to-all", true, &found);
-  const int64_t g = local.ok() ? static_cast<int64_t>(found->members.size()) : 1;
+  Group* found = nullptr;
+  if (local.ok()) local = Lookup(groups, "all-to-all", true, &found);
+  const int64_t g = local.ok() ? static_cast<int64_t>(found->membership.members.size()) : 1;
   if (local.ok() && (static_cast<int64_t>(inputs.size()) != g ||
                      static_cast<int64_t>(outputs.size()) != g))
     local = Status::Error("all-to-all: " + std::to_string(inputs.size()) +
@@ -575,10 +644,10 @@ Status MpiCommunicator::AllToAllTuple(std::span<const void* const> inputs,
                                .Add(static_cast<uint64_t>(type))
                                .Add(count)
                                .Add(inputs.size())
-                               .Add(groups)
+                               .Add(found != nullptr ? found->hash : 0)
                                .value(),
                            local));
-  MS_ASSIGN_OR_RETURN(const Group* group, GetGroup(groups, "all-to-all", true));
+  const Group* group = Comm(found);
   const int64_t bytes = count * w;
   send_.resize(std::max<int64_t>(1, bytes * g));
   recv_.resize(std::max<int64_t>(1, bytes * g));
@@ -604,7 +673,7 @@ Status MpiCommunicator::CollectivePermute(const void* input, void* output,
   const int64_t bytes = local.ok() ? count * w : 0;
   const bool inlined = Inlined(bytes);
   MS_RETURN_IF_ERROR(Agree(sig.value(), local, local.ok() ? input : nullptr,
-                           inlined ? bytes : 0));
+                           inlined ? bytes : -1));
   int64_t source = -1, target = -1;
   for (const auto& [s, t] : pairs) {
     if (t == rank_) source = s;
@@ -641,7 +710,8 @@ Status MpiCommunicator::CollectivePermute(const void* input, void* output,
 Status MpiCommunicator::Barrier() {
   MpiWait wait("barrier");
   MS_RETURN_IF_ERROR(Agree(Signature(kTagBarrier).value(), Status::Ok()));
-  MPI_Barrier(MPI_COMM_WORLD);
+  // The agreement's all-gather already waited for every rank.
+  if (!check_agreement_) MPI_Barrier(MPI_COMM_WORLD);
   return Status::Ok();
 }
 

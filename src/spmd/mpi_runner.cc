@@ -309,6 +309,11 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
   StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args), ctx);
   openblas_set_num_threads(saved_threads);
   if (!r.ok()) AbortJob("device " + std::to_string(rank) + ": " + r.status().message());
+  // Small collectives checked only part of their arguments' history (see
+  // MpiCommunicator::kEnvelopeBytes); check all of it before trusting the
+  // results.
+  Status history = comm.CheckHistory();
+  if (!history.ok()) AbortJob("device " + std::to_string(rank) + ": " + history.message());
   Literal local = std::move(r).value();
 
   // Flatten the leaves; every rank has the same result shape.
