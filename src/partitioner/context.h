@@ -150,6 +150,12 @@ Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
+// handlers/linalg.cc: cholesky and triangular-solve per matrix of the batch
+// (batch dims tiled, matrix dims whole); ragged-dot with its batch and free
+// dims tiled as the result, the dims its groups reach across whole.
+Status HandleCholesky(SpmdContext& ctx, const Instruction& instr);
+Status HandleTriangularSolve(SpmdContext& ctx, const Instruction& instr);
+Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.
 Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
 // handlers/collectives.cc: collectives written in the input; rejects those

@@ -224,14 +224,16 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kScatter: return HandleScatter(ctx, instr);
     case Opcode::kOutfeed:
       return HandleOutfeed(ctx, instr);  // handlers/feeds.cc
+    case Opcode::kCholesky: return HandleCholesky(ctx, instr);  // handlers/linalg.cc
+    case Opcode::kTriangularSolve: return HandleTriangularSolve(ctx, instr);
+    case Opcode::kRaggedDot: return HandleRaggedDot(ctx, instr);
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
-    case Opcode::kRaggedDot: case Opcode::kFft:
-    case Opcode::kCholesky: case Opcode::kTriangularSolve:
+    case Opcode::kFft:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kOptimizationBarrier: case Opcode::kDomain:
