@@ -351,7 +351,10 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
 
 Status MpiCommunicator::CheckHistory() {
   MpiWait wait("the check of every collective's arguments");
-  return Agree(Signature(kTagHistory).value(), Status::Ok());
+  Status s = Agree(Signature(kTagHistory).value(), Status::Ok());
+  if (s.ok()) return s;
+  return Status::Error("the end-of-run check of every collective's arguments failed (the "
+                       "ranks ran different collectives): " + s.message());
 }
 
 Status MpiCommunicator::Lookup(const CommGroups& groups, std::string_view op,

@@ -77,3 +77,14 @@ _spmd_mpi_diff(dp_mlp_train_unchecked 4 ${CMAKE_SOURCE_DIR}/examples/strategies/
                "--num-partitions 4")
 set_property(TEST spmd_mpi_dp_mlp_train_unchecked_np4 APPEND PROPERTY ENVIRONMENT
              MESHSPLIT_MPI_CHECK=0)
+
+# Ranks that fall out of step mid-run (same program; partition-id-dependent
+# control flow): caught by the per-collective agreement and the end-of-run
+# history check, on every rank, within 10 s.
+foreach(case trip args)
+  add_test(NAME spmd_mpi_diverge_${case}
+           COMMAND sh ${_mpi_dir}/diverge.sh ${case} $<TARGET_FILE:meshsplit>
+                   ${MPIEXEC_EXECUTABLE} ${_mpi_work}/diverge_${case})
+  set_tests_properties(spmd_mpi_diverge_${case} PROPERTIES
+                       LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
+endforeach()
