@@ -113,9 +113,13 @@ StatusOr<Literal> EvalTopKWithComparator(KernelArgs& k);
 // kernels_gather_scatter.cc
 StatusOr<Literal> EvalGather(KernelArgs& k);
 StatusOr<Literal> EvalScatter(KernelArgs& k);
-// kernels_control.cc
+// kernels_rng.cc
 StatusOr<Literal> EvalRng(KernelArgs& k);
 StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k);
+// The PartitionInvariantRng custom-call (ir/partitioned_rng.h): a tile of a
+// partitioned rng, drawing the unpartitioned values of its elements.
+StatusOr<Literal> EvalPartitionInvariantRng(KernelArgs& k);
+// kernels_control.cc
 StatusOr<Literal> EvalCustomCall(KernelArgs& k);
 // Infeed / outfeed through EvalContext::hooks (an error without hooks).
 StatusOr<Literal> EvalInfeed(KernelArgs& k);

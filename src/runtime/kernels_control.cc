@@ -1,5 +1,4 @@
-// Kernels of the remaining ops: rng and rng-bit-generator (deterministic,
-// counter-based generators), the sharding custom-calls (identity on one device) and
+// Kernels of the remaining ops: the sharding custom-calls (identity on one device) and
 // collectives, which go to EvalContext::collectives or, with none, follow the
 // single-device semantics (every group has one participant).
 #include <algorithm>
@@ -9,17 +8,11 @@
 #include <random>
 #include <string>
 
+#include "ir/partitioned_rng.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
 namespace {
-
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 Literal CopyOf(KernelArgs& k, int i) {
   if (k.donatable[i]) return std::move(*k.ops[i]);
@@ -43,90 +36,6 @@ StatusOr<Literal> IdentityCollective(KernelArgs& k) {
 }
 
 }  // namespace
-
-// rng is counter-based: element i of instruction X draws from
-// SplitMix64(seed, hash(X's name), i), so the values do not depend on how
-// many other rng ops ran before, and a partitioned program whose rng keeps
-// the name and the whole shape (replicated / maximal) draws exactly the
-// unpartitioned values. (Every evaluation of X, e.g. each loop iteration,
-// draws the same values.)
-static uint64_t RngWord(uint64_t key, int64_t i, uint64_t stream) {
-  return SplitMix64(key ^ SplitMix64(static_cast<uint64_t>(i) * 2 + stream));
-}
-
-static double RngUnit(uint64_t word) { return static_cast<double>(word >> 11) * 0x1.0p-53; }
-
-StatusOr<Literal> EvalRng(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  PrimitiveType t = instr.shape().element_type();
-  if (k.op(0).element_count() != 1 || k.op(1).element_count() != 1)
-    return InstrError(instr, "rng bounds must be scalars");
-  double a = k.op(0).GetDouble(0), b = k.op(1).GetDouble(0);
-  Literal out(instr.shape());
-  int64_t n = out.element_count();
-  const uint64_t key = SplitMix64(k.interp.ctx().rng_seed) ^ std::hash<std::string>()(instr.name());
-  const std::string& dist = instr.attrs().rng_distribution;
-  if (dist == "rng_normal") {
-    if (!IsFloatingPoint(t)) return InstrError(instr, "rng_normal needs a floating-point type");
-    for (int64_t i = 0; i < n; ++i) {
-      // Box-Muller on two independent words.
-      double u1 = 1.0 - RngUnit(RngWord(key, i, 0)), u2 = RngUnit(RngWord(key, i, 1));
-      out.SetDouble(i, a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
-    }
-  } else if (dist == "rng_uniform" || dist.empty()) {
-    if (IsFloatingPoint(t)) {
-      if (!(a < b)) return InstrError(instr, "rng_uniform needs a < b");
-      for (int64_t i = 0; i < n; ++i) {
-        out.SetDouble(i, a + (b - a) * RngUnit(RngWord(key, i, 0)));
-        // Rounding to a narrow type can land on b; keep the interval open.
-        if (out.GetDouble(i) >= b) out.SetDouble(i, a);
-      }
-    } else if (IsInteger(t)) {
-      int64_t lo = k.op(0).GetInt(0), hi = k.op(1).GetInt(0);
-      if (!(lo < hi)) return InstrError(instr, "rng_uniform needs a < b");
-      uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
-      for (int64_t i = 0; i < n; ++i)
-        out.SetInt(i, static_cast<int64_t>(static_cast<uint64_t>(lo) + RngWord(key, i, 0) % span));
-    } else if (t == PrimitiveType::PRED) {
-      for (int64_t i = 0; i < n; ++i) out.data<uint8_t>()[i] = RngWord(key, i, 0) & 1;
-    } else {
-      return InstrError(instr, "rng does not support this element type");
-    }
-  } else {
-    return InstrError(instr, "unknown rng distribution '" + dist + "'");
-  }
-  return out;
-}
-
-StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  const Literal& state = k.op(0);
-  if (!instr.shape().IsTuple() || instr.shape().tuple_size() != 2 ||
-      state.element_type() != PrimitiveType::U64 || state.element_count() < 1)
-    return InstrError(instr, "rng-bit-generator takes a u64 state and returns (state, bits)");
-  // A counter-based generator: word i = SplitMix64(key ^ SplitMix64(counter
-  // + i)). Deterministic for a given state, but not XLA's Philox/ThreeFry
-  // bit stream.
-  uint64_t key = state.data<uint64_t>()[0];
-  uint64_t counter = state.element_count() > 1 ? state.data<uint64_t>()[1] : 0;
-  Literal bits(instr.shape().tuple_shapes(1));
-  int64_t bytes = bits.size_bytes();
-  int64_t words = (bytes + 7) / 8;
-  for (int64_t w = 0; w < words; ++w) {
-    uint64_t v = SplitMix64(key ^ SplitMix64(counter + static_cast<uint64_t>(w)));
-    int64_t m = std::min<int64_t>(8, bytes - w * 8);
-    std::memcpy(bits.raw() + w * 8, &v, m);
-  }
-  if (bits.element_type() == PrimitiveType::PRED)
-    for (int64_t i = 0; i < bits.element_count(); ++i) bits.data<uint8_t>()[i] &= 1;
-  Literal new_state = state;
-  if (new_state.element_count() > 1) new_state.data<uint64_t>()[1] = counter + words;
-  else new_state.data<uint64_t>()[0] = SplitMix64(key + words);
-  std::vector<Literal> outs;
-  outs.push_back(std::move(new_state));
-  outs.push_back(std::move(bits));
-  return Literal::MakeTuple(std::move(outs));
-}
 
 // XLA's "TopK" custom-call: the k largest (comparator `compare(p0, p1),
 // direction=GT`) or smallest (LT) elements along the last dim and their
@@ -249,6 +158,7 @@ Literal StubCustomCall(const KernelArgs& k) {
 
 StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
   const std::string& target = k.instr.attrs().custom_call_target;
+  if (target == kPartitionInvariantRngTarget) return EvalPartitionInvariantRng(k);
   if (DeviceHooks* hooks = k.interp.ctx().hooks) {
     std::vector<const Literal*> ops(k.ops.begin(), k.ops.end());
     std::optional<StatusOr<Literal>> r = hooks->CustomCall(k.instr, ops, k.interp.ctx());

@@ -21,6 +21,7 @@
 #include <unordered_set>
 
 #include "ir/computation.h"
+#include "ir/partitioned_rng.h"
 #include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -39,17 +40,27 @@ std::string Trim(std::string s) {
 int64_t ValueBytes(const Shape& s) { return s.ByteSize(); }
 
 // An rng / rng-bit-generator of the original whose partitioned counterpart
-// (same name) draws a different shape: a per-device (tiled) random stream
-// that cannot equal the whole run's values. "" if none.
+// (same name) draws a different shape: a per-device random stream that
+// cannot equal the whole run's values. A tiled rng partitioned into a
+// PartitionInvariantRng custom-call of the same global shape and name
+// draws exactly its tile of the whole run's values, so it counts as equal.
+// "" if none.
 std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
   for (const auto& c : original.computations())
     for (const auto& i : c->instructions()) {
       if (i->opcode() != Opcode::kRng && i->opcode() != Opcode::kRngBitGenerator) continue;
       const Instruction* p = nullptr;
+      bool invariant = false;
       for (const auto& pc : partitioned.computations())
         if (const Instruction* f = pc->Find(i->name())) {
           if (f->opcode() == i->opcode()) p = f;
+          if (i->opcode() == Opcode::kRng && IsPartitionInvariantRng(*f)) {
+            StatusOr<PartitionInvariantRng> r = ReadPartitionInvariantRng(*f);
+            invariant |= r.ok() && r->name == i->name() &&
+                         r->global_dims == i->shape().dimensions();
+          }
         }
+      if (invariant) continue;
       if (p == nullptr)
         return "%" + i->name() + " has no same-named " + std::string(OpcodeName(i->opcode())) +
                " in the partitioned module";

@@ -1,5 +1,5 @@
 // Data-movement ops: slice, pad, concatenate, reverse, dynamic-slice,
-// dynamic-update-slice, sort, rng and rng-bit-generator, plus the generic
+// dynamic-update-slice and sort, plus the generic
 // "pass-through" rule for ops that work tile by tile on every dim except the
 // ones they reach across (those are made whole first). Ops that shift data
 // along a tiled dim fetch only the neighbours' edges (halo.h), never the
@@ -24,10 +24,6 @@ int64_t Tiles(const Sharding& s, int64_t dim) {
 // partial sums) take the generic paths.
 bool Plain(const Sharding& s) {
   return !s.IsTuple() && !s.IsManual() && !s.HasManualSubgroup() && !HasUnreduced(s);
-}
-
-Computation* SumReducer(SpmdBuilder& b, PrimitiveType t) {
-  return b.Reducer(t == PrimitiveType::PRED ? Opcode::kOr : Opcode::kAdd, t);
 }
 
 // `x` (this partition's piece of a value of `global` laid out by `s`)
@@ -493,55 +489,6 @@ Status HandleSort(SpmdContext& ctx, const Instruction& instr) {
       : mid;
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid_all), operands);
   SetNamed(ctx, instr, Reshard(ctx.b, {r, instr.shape(), mid_all}, out));
-  return Status::Ok();
-}
-
-// Rng, as XLA: replicated (or unannotated, or on one device) random values
-// must agree on every partition, so device 0 (or the named device) draws
-// them and broadcasts; a tiled rng draws each tile locally, and one member
-// of each partially replicated group draws for its group.
-Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
-  const Sharding given = instr.has_sharding() ? *instr.sharding() : Sharding::Maximal(0);
-  if (!instr.shape().IsArray() || given.IsTuple() || given.IsManual() ||
-      given.HasManualSubgroup() || HasUnreduced(given))
-    return ctx.Fallback(instr);
-  SpmdBuilder& b = ctx.b;
-  std::vector<Instruction*> operands;
-  for (int i = 0; i < instr.operand_count(); ++i)
-    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
-  if (!given.IsTiled()) {
-    const int64_t device = given.IsMaximal() ? given.device() : 0;
-    Instruction* whole = BroadcastFromDevice(b, ctx.Clone(instr, instr.shape(), operands), device);
-    SetNamed(ctx, instr, Reshard(b, {whole, instr.shape(), Sharding::Replicate()}, ctx.ShardingOf(instr)));
-    return Status::Ok();
-  }
-  const Sharding s = ctx.ShardingOf(instr);
-  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), s), operands);
-  const int64_t group = s.SubgroupDim(SubgroupType::kReplicated);
-  if (group >= 0) {
-    const std::vector<int64_t>& dims = r->shape().dimensions();
-    Instruction* member = b.TileIndices(s.tile_assignment())[group];
-    Instruction* first = b.Compare(member, b.ScalarS32(0), ComparisonDirection::kEq);
-    Instruction* zeros = b.BroadcastScalar(b.Zero(r->shape().element_type()), dims);
-    r = b.Select(b.BroadcastScalar(first, dims), r, zeros);
-    r = b.AllReduce(r, s.GroupsAlongDims({group}), SumReducer(b, r->shape().element_type()));
-  }
-  SetNamed(ctx, instr, {r, instr.shape(), s});
-  return Status::Ok();
-}
-
-// Rng-bit-generator is a deterministic function of its state, so every
-// partition computes the whole value and keeps its tile: exact, and no data
-// moves (the state is tiny and replicated).
-Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr) {
-  std::vector<Instruction*> operands;
-  for (int i = 0; i < instr.operand_count(); ++i)
-    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
-  Instruction* whole = ctx.Clone(instr, instr.shape(), operands);
-  Sharding replicated = Sharding::Replicate();
-  if (instr.shape().IsTuple())
-    replicated = Sharding::Tuple(std::vector<Sharding>(instr.shape().tuple_size(), replicated));
-  SetNamed(ctx, instr, Reshard(ctx.b, {whole, instr.shape(), replicated}, ctx.ShardingOf(instr)));
   return Status::Ok();
 }
 

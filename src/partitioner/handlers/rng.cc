@@ -1,0 +1,77 @@
+// Random-number ops. A replicated (or unannotated, or maximal) rng is drawn
+// on one device and broadcast, as XLA does. A tiled rng is
+// partition-invariant: each partition draws exactly its tile of the values
+// the unpartitioned program draws (ir/partitioned_rng.h), so the partitioned
+// program computes the same numbers and needs no collective.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/partitioned_rng.h"
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+
+Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
+  const Sharding given = instr.has_sharding() ? *instr.sharding() : Sharding::Maximal(0);
+  if (!instr.shape().IsArray() || given.IsTuple() || given.IsManual() ||
+      given.HasManualSubgroup() || HasUnreduced(given))
+    return ctx.Fallback(instr);
+  SpmdBuilder& b = ctx.b;
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i)
+    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
+  if (!given.IsTiled()) {
+    // Replicated values must agree on every partition: device 0 (or the
+    // named device) draws them and broadcasts (select + all-reduce).
+    const int64_t device = given.IsMaximal() ? given.device() : 0;
+    Instruction* whole = BroadcastFromDevice(b, ctx.Clone(instr, instr.shape(), operands), device);
+    ctx.Set(instr, Reshard(b, {whole, instr.shape(), Sharding::Replicate()}, ctx.ShardingOf(instr)));
+    return Status::Ok();
+  }
+  // Tiled: the rng becomes a PartitionInvariantRng custom-call on the tile,
+  // told where the tile starts (offsets from partition-id). The members of
+  // a partially replicated group hold the same tile, so they draw the same
+  // values without XLA's draw-on-one-member-and-all-reduce.
+  const Sharding s = ctx.ShardingOf(instr);
+  const std::vector<int64_t>& global = instr.shape().dimensions();
+  for (int64_t d = 0; d < instr.shape().rank(); ++d) operands.push_back(TileOffset(b, s, global, d));
+  // The first copy of an input instruction keeps its name (as Clone does),
+  // so tools can match the tile to the original rng.
+  std::string name = ctx.shared().named.insert(&instr).second
+                         ? instr.name()
+                         : b.module()->UniqueInstructionName(instr.name());
+  auto cc = std::make_unique<Instruction>(Opcode::kCustomCall, name, LocalShape(instr.shape(), s));
+  Attributes& a = cc->mutable_attrs();
+  a.custom_call_target = kPartitionInvariantRngTarget;
+  std::string frontend;
+  for (const auto& kv : instr.attrs().extra) {
+    if (kv.first == "frontend_attributes") frontend = kv.second;
+    else a.extra.push_back(kv);
+  }
+  a.extra.emplace_back("frontend_attributes",
+                       FormatPartitionInvariantRng(
+                           {instr.attrs().rng_distribution, global, instr.name()}, frontend));
+  cc->set_loc(instr.loc());
+  for (Instruction* o : operands) cc->AppendOperand(o);
+  Instruction* r = b.AddInstruction(std::move(cc));
+  ctx.Set(instr, {r, instr.shape(), s});
+  return Status::Ok();
+}
+
+// Rng-bit-generator is a deterministic function of its state, so every
+// partition computes the whole value and keeps its tile: exact, and no data
+// moves (the state is tiny and replicated).
+Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr) {
+  std::vector<Instruction*> operands;
+  for (int i = 0; i < instr.operand_count(); ++i)
+    operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
+  Instruction* whole = ctx.Clone(instr, instr.shape(), operands);
+  Sharding replicated = Sharding::Replicate();
+  if (instr.shape().IsTuple())
+    replicated = Sharding::Tuple(std::vector<Sharding>(instr.shape().tuple_size(), replicated));
+  ctx.Set(instr, Reshard(ctx.b, {whole, instr.shape(), replicated}, ctx.ShardingOf(instr)));
+  return Status::Ok();
+}
+
+}  // namespace meshsplit::spmd

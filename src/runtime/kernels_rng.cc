@@ -1,0 +1,168 @@
+// Kernels of the random-number ops: rng, rng-bit-generator and the
+// PartitionInvariantRng custom-call a tiled rng becomes under SPMD
+// partitioning (ir/partitioned_rng.h). All are counter-based, so a value
+// depends only on the seed, the op and the element's index, never on
+// evaluation order.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "ir/partitioned_rng.h"
+#include "runtime/kernels.h"
+
+namespace meshsplit::interp {
+namespace {
+
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// rng is counter-based: element i (row-major index in the op's GLOBAL
+// shape) of the op named X draws from SplitMix64(seed, hash(X), i). So the
+// values do not depend on how many other rng ops ran before, and a
+// partition that knows where its tile sits in the global shape draws
+// exactly the unpartitioned values of that tile. (Every evaluation of X,
+// e.g. each loop iteration, draws the same values.)
+uint64_t RngWord(uint64_t key, int64_t i, uint64_t stream) {
+  return SplitMix64(key ^ SplitMix64(static_cast<uint64_t>(i) * 2 + stream));
+}
+
+double RngUnit(uint64_t word) { return static_cast<double>(word >> 11) * 0x1.0p-53; }
+
+// Fills `out` (a tile) with the values of the rng named `name` at the
+// elements `offsets` + local index of a value of `global_dims`. Elements of
+// the tile past the global shape (padding of an uneven tiling) get the
+// lower bound: a valid value that no computation may depend on.
+StatusOr<Literal> Draw(const Instruction& instr, const std::string& name, const std::string& dist,
+                       const Literal& a_lit, const Literal& b_lit, const Shape& shape,
+                       const std::vector<int64_t>& global_dims,
+                       const std::vector<int64_t>& offsets, uint64_t seed) {
+  const PrimitiveType t = shape.element_type();
+  if (a_lit.element_count() != 1 || b_lit.element_count() != 1)
+    return InstrError(instr, "rng bounds must be scalars");
+  const double a = a_lit.GetDouble(0), b = b_lit.GetDouble(0);
+  const bool normal = dist == "rng_normal";
+  if (!normal && dist != "rng_uniform" && !dist.empty())
+    return InstrError(instr, "unknown rng distribution '" + dist + "'");
+  if (normal && !IsFloatingPoint(t)) return InstrError(instr, "rng_normal needs a floating-point type");
+  if (!normal && !IsFloatingPoint(t) && !IsInteger(t) && t != PrimitiveType::PRED)
+    return InstrError(instr, "rng does not support this element type");
+  int64_t lo = 0, hi = 0;
+  if (!normal && IsFloatingPoint(t) && !(a < b)) return InstrError(instr, "rng_uniform needs a < b");
+  if (!normal && IsInteger(t)) {
+    lo = a_lit.GetInt(0);
+    hi = b_lit.GetInt(0);
+    if (!(lo < hi)) return InstrError(instr, "rng_uniform needs a < b");
+  }
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+
+  Literal out(shape);
+  const std::vector<int64_t>& dims = shape.dimensions();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> gstride(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d) gstride[d] = gstride[d + 1] * global_dims[d + 1];
+  const uint64_t key = SplitMix64(seed) ^ std::hash<std::string>()(name);
+  std::vector<int64_t> idx(rank, 0);
+  const int64_t n = out.element_count();
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t g = 0;
+    bool inside = true;
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t gd = offsets[d] + idx[d];
+      inside &= gd < global_dims[d];
+      g += gd * gstride[d];
+    }
+    if (!inside) {
+      if (t == PrimitiveType::PRED) out.data<uint8_t>()[j] = 0;
+      else if (IsInteger(t)) out.SetInt(j, lo);
+      else out.SetDouble(j, a);
+    } else if (normal) {
+      // Box-Muller on two independent words.
+      double u1 = 1.0 - RngUnit(RngWord(key, g, 0)), u2 = RngUnit(RngWord(key, g, 1));
+      out.SetDouble(j, a + b * std::sqrt(-2.0 * std::log(u1)) * std::cos(2 * M_PI * u2));
+    } else if (IsFloatingPoint(t)) {
+      out.SetDouble(j, a + (b - a) * RngUnit(RngWord(key, g, 0)));
+      // Rounding to a narrow type can land on b; keep the interval open.
+      if (out.GetDouble(j) >= b) out.SetDouble(j, a);
+    } else if (IsInteger(t)) {
+      out.SetInt(j, static_cast<int64_t>(static_cast<uint64_t>(lo) + RngWord(key, g, 0) % span));
+    } else {
+      out.data<uint8_t>()[j] = RngWord(key, g, 0) & 1;
+    }
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Literal> EvalRng(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  const std::vector<int64_t>& dims = instr.shape().dimensions();
+  return Draw(instr, instr.name(), instr.attrs().rng_distribution, k.op(0), k.op(1), instr.shape(),
+              dims, std::vector<int64_t>(dims.size(), 0), k.interp.ctx().rng_seed);
+}
+
+StatusOr<Literal> EvalPartitionInvariantRng(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  StatusOr<PartitionInvariantRng> record = ReadPartitionInvariantRng(instr);
+  if (!record.ok()) return InstrError(instr, record.status().message());
+  const Shape& shape = instr.shape();
+  const int64_t rank = shape.IsArray() ? shape.rank() : -1;
+  if (rank < 0 || static_cast<int64_t>(record->global_dims.size()) != rank ||
+      static_cast<int64_t>(k.ops.size()) != 2 + rank)
+    return InstrError(instr, std::string(kPartitionInvariantRngTarget) +
+                                 " takes the two rng parameters and one offset per dim of its "
+                                 "array result, with global dims of the same rank");
+  std::vector<int64_t> offsets(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    const Literal& o = k.op(2 + static_cast<int>(d));
+    if (o.element_count() != 1 || !IsInteger(o.element_type()) || o.GetInt(0) < 0)
+      return InstrError(instr, "offset operand " + std::to_string(2 + d) +
+                                   " must be a non-negative integer scalar");
+    offsets[d] = o.GetInt(0);
+  }
+  return Draw(instr, record->name, record->distribution, k.op(0), k.op(1), shape,
+              record->global_dims, offsets, k.interp.ctx().rng_seed);
+}
+
+StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  const Literal& state = k.op(0);
+  if (!instr.shape().IsTuple() || instr.shape().tuple_size() != 2 ||
+      state.element_type() != PrimitiveType::U64 || state.element_count() < 1)
+    return InstrError(instr, "rng-bit-generator takes a u64 state and returns (state, bits)");
+  // A counter-based generator: word i = SplitMix64(key ^ SplitMix64(counter
+  // + i)). Deterministic for a given state, but not XLA's Philox/ThreeFry
+  // bit stream.
+  uint64_t key = state.data<uint64_t>()[0];
+  uint64_t counter = state.element_count() > 1 ? state.data<uint64_t>()[1] : 0;
+  Literal bits(instr.shape().tuple_shapes(1));
+  int64_t bytes = bits.size_bytes();
+  int64_t words = (bytes + 7) / 8;
+  for (int64_t w = 0; w < words; ++w) {
+    uint64_t v = SplitMix64(key ^ SplitMix64(counter + static_cast<uint64_t>(w)));
+    int64_t m = std::min<int64_t>(8, bytes - w * 8);
+    std::memcpy(bits.raw() + w * 8, &v, m);
+  }
+  if (bits.element_type() == PrimitiveType::PRED)
+    for (int64_t i = 0; i < bits.element_count(); ++i) bits.data<uint8_t>()[i] &= 1;
+  Literal new_state = state;
+  if (new_state.element_count() > 1) new_state.data<uint64_t>()[1] = counter + words;
+  else new_state.data<uint64_t>()[0] = SplitMix64(key + words);
+  std::vector<Literal> outs;
+  outs.push_back(std::move(new_state));
+  outs.push_back(std::move(bits));
+  return Literal::MakeTuple(std::move(outs));
+}
+
+}  // namespace meshsplit::interp
