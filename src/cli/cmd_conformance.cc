@@ -1,6 +1,7 @@
 // `meshsplit conformance DIR`: runs a conformance corpus and prints one line per
 // failing case, then "N passed, M failed". Propagation corpora (NAME.hlo +
-// NAME.expected) are supported; partitioning corpora are not yet.
+// NAME.expected) and partitioning corpora (conformance_partitioning_cli.h)
+// are supported.
 #include <iostream>
 #include <memory>
 
@@ -46,9 +47,13 @@ const bool registered = RegisterCommand(
       app->add_flag("-v,--verbose", opts->verbose, "also list passing cases");
       app->add_option("--timeout", opts->partitioning.timeout_seconds,
                       "partitioning corpora: CPU seconds per case (default 20)");
+      app->add_option("--filter", opts->partitioning.filter,
+                      "partitioning corpora: only cases whose name contains this");
+      app->add_flag("--json", opts->partitioning.json,
+                    "partitioning corpora: print one JSON document (counts and every case)");
       app->add_option("--max-memory", opts->partitioning.max_memory_gib,
-                      "partitioning corpora: skip cases whose estimated peak memory exceeds "
-                      "this many GiB (default 6)");
+                      "partitioning corpora: cases whose estimated peak memory exceeds this "
+                      "many GiB run at reduced shapes (or are skipped); default 6");
       return [opts]() { return RunConformance(*opts); };
     });
 

@@ -1,6 +1,7 @@
 // The partitioning half of `meshsplit conformance DIR` (the propagation half
 // lives in cmd_conformance.cc): prints one line per failing or skipped case
-// and "N passed, M failed, K skipped".
+// and "N passed (R at reduced shapes), M failed, K skipped"; cases run at
+// reduced shapes (too large as written) are always listed with their shapes.
 #pragma once
 
 #include <string>
@@ -12,6 +13,8 @@ namespace meshsplit::cli {
 struct PartitioningCliOptions {
   double timeout_seconds = 0;  // --timeout: CPU seconds per case
   double max_memory_gib = 0;   // --max-memory: estimated peak per case, GiB
+  bool json = false;           // --json: one JSON document instead of lines
+  std::string filter;          // --filter: only cases whose name contains it
 };
 
 // Runs the partitioning corpus in `dir` (spmd/conformance_partitioning.h).

@@ -25,6 +25,7 @@
 #include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
+#include "transforms/shrink_shapes.h"
 
 namespace meshsplit {
 namespace {
@@ -176,7 +177,8 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
       setrlimit(RLIMIT_AS, &lim);
     }
     PartitioningCaseResult r = RunPartitioningCase(c, options.seed, options.max_run_bytes);
-    std::string msg = Outcome(r.outcome) + "\t" + r.reason + "\t" + OneLine(r.detail, 4000);
+    std::string msg = Outcome(r.outcome) + (r.reduced_shapes ? "+reduced" : "") + "\t" +
+                      r.reason + "\t" + OneLine(r.detail, 4000);
     size_t off = 0;
     while (off < msg.size()) {
       ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
@@ -243,10 +245,150 @@ PartitioningCaseResult RunIsolated(const PartitioningCase& c,
     return Make(c, CaseOutcome::kFailed, "child exited without a result");
   }
   std::string o = data.substr(0, tab);
+  const bool reduced = o.size() > 8 && o.compare(o.size() - 8, 8, "+reduced") == 0;
+  if (reduced) o.resize(o.size() - 8);
   CaseOutcome outcome = o == "pass"   ? CaseOutcome::kPassed
                         : o == "skip" ? CaseOutcome::kSkipped
                                       : CaseOutcome::kFailed;
-  return Make(c, outcome, data.substr(tab2 + 1), data.substr(tab + 1, tab2 - tab - 1));
+  PartitioningCaseResult r =
+      Make(c, outcome, data.substr(tab2 + 1), data.substr(tab + 1, tab2 - tab - 1));
+  r.reduced_shapes = reduced;
+  return r;
+}
+
+// The whole run lives in this process: the reference (once, or on every
+// device when it needs the N-device semantics), the N partitions, and the
+// inputs of both. Returns the estimated peak bytes of VerifyPartitioned.
+int64_t EstimateRunBytes(const Module& mod, const Module& partitioned, int64_t n,
+                         int64_t* ref_peak_out = nullptr, int64_t* part_peak_out = nullptr,
+                         int64_t* ref_copies_out = nullptr) {
+  const bool per_device = !DeviceReferenceReason(mod).empty();
+  const Computation& oe = *mod.entry();
+  const Computation& pe = *partitioned.entry();
+  int64_t ref_peak = EstimatePeakBytes(oe), part_peak = EstimatePeakBytes(pe);
+  int64_t input_bytes = 0, local_input_bytes = 0;
+  for (const Instruction* p : oe.parameters()) input_bytes += ValueBytes(p->shape());
+  for (const Instruction* p : pe.parameters()) local_input_bytes += ValueBytes(p->shape());
+  const int64_t ref_copies = per_device ? n : 1;
+  const int64_t root_bytes = ValueBytes(oe.root()->shape());
+  // Two phases: the reference run (its peak includes its arguments) while
+  // the inputs are kept (whole, or per device with the partitioned
+  // arguments already made), then the N partitions (their peaks include
+  // their arguments) while the inputs and the reference result are kept.
+  const int64_t kept_inputs = per_device ? n * local_input_bytes : input_bytes;
+  if (ref_peak_out) *ref_peak_out = ref_peak;
+  if (part_peak_out) *part_peak_out = part_peak;
+  if (ref_copies_out) *ref_copies_out = ref_copies;
+  return std::max(ref_copies * ref_peak + kept_inputs,
+                  (per_device ? 0 : input_bytes) + ref_copies * root_bytes + n * part_peak) +
+         root_bytes;
+}
+
+// "" when the run fits in `max_run_bytes`, else why not.
+std::string TooLargeReason(const Module& mod, const Module& partitioned, int64_t n,
+                           int64_t max_run_bytes) {
+  int64_t ref_peak = 0, part_peak = 0, ref_copies = 1;
+  int64_t estimate = EstimateRunBytes(mod, partitioned, n, &ref_peak, &part_peak, &ref_copies);
+  if (estimate <= max_run_bytes) return "";
+  std::ostringstream os;
+  os << "the run needs about " << (estimate >> 20) << " MiB (original peak " << (ref_peak >> 20)
+     << " MiB x " << ref_copies << ", " << n << " partitions x " << (part_peak >> 20)
+     << " MiB), over the " << (max_run_bytes >> 20) << " MiB limit";
+  return os.str();
+}
+
+// Runs both programs and classifies the outcome. `reduced` is empty for
+// the case's own shapes, else the shape changes of the shrunk module (the
+// outcome is then marked as reduced).
+PartitioningCaseResult VerifyCase(const PartitioningCase& c, Module& mod, Module& partitioned,
+                                  uint64_t seed, int64_t max_run_bytes, const std::string& opaque,
+                                  const std::string& reduced) {
+  const int64_t n = c.num_partitions;
+  const int64_t estimate = EstimateRunBytes(mod, partitioned, n);
+  VerifyOptions options;
+  options.num_partitions = c.num_partitions;
+  options.seed = seed;
+  options.propagate = c.propagate;
+  options.stub_opaque_custom_calls = !opaque.empty();
+  options.max_probe_bytes = std::max<int64_t>(0, max_run_bytes - estimate);
+  VerifyResult r;
+  try {
+    r = VerifyPartitioned(mod, partitioned, options);
+  } catch (const std::bad_alloc&) {
+    r.status = "too-large";
+    r.message = "out of memory";
+  }
+  const std::string at = reduced.empty() ? "" : "at reduced shapes: " + reduced;
+  auto mark = [&](PartitioningCaseResult res) {
+    res.reduced_shapes = !reduced.empty();
+    return res;
+  };
+  if (r.ok()) {
+    std::string detail = at;
+    if (!r.reference_reason.empty())
+      detail += std::string(detail.empty() ? "" : "; ") + "against the " + std::to_string(n) +
+                "-device reference (" + r.reference_reason + ")";
+    if (!opaque.empty())
+      detail += std::string(detail.empty() ? "" : "; ") + "with " + opaque + " run as a stub";
+    return mark(Make(c, CaseOutcome::kPassed, detail));
+  }
+  const std::string prefix = at.empty() ? "" : at + ": ";
+  if (r.message.find("std::bad_alloc") != std::string::npos || r.status == "too-large")
+    return Skip(c, "too large",
+                prefix + "out of memory with " + std::to_string(c.num_partitions) +
+                    " devices in one process (estimated " + std::to_string(estimate >> 20) +
+                    " MiB)");
+  if (r.status == "empty")
+    return Skip(c, "no output to compare", prefix + "partitioned OK, ran, but " + r.message);
+  if (r.status == "reference") {
+    // The original has no whole value where the sharding says it should
+    // (e.g. partition-id outside a manual region): nothing to compare.
+    if (r.message.find("differs between devices") != std::string::npos)
+      return Skip(c, "device-dependent original", prefix + OneLine(r.message));
+    return Skip(c, "interpreter cannot run the original", prefix + OneLine(r.message));
+  }
+  std::string detail = prefix + r.status + ": " + r.message;
+  if (!r.divergent_instruction.empty())
+    detail += " [first diverging: %" + r.divergent_instruction + ": " + r.divergence_detail +
+              "]";
+  return mark(Make(c, CaseOutcome::kFailed, detail));
+}
+
+// A case too large to run as written: shrink the original (fresh from
+// `text`; `full` is the full-size module after propagation, whose
+// shardings also constrain divisibility), partition the shrunk module the
+// same way and verify it. The full-size partitioning has already passed.
+PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::string& text,
+                                          const Module& full, uint64_t seed,
+                                          int64_t max_run_bytes, const std::string& opaque,
+                                          const std::string& too_large) {
+  const std::string not_run = "partitioned OK, not run: " + too_large;
+  StatusOr<std::unique_ptr<Module>> small = ParseModuleText(text);
+  if (!small.ok()) return Skip(c, "too large", not_run + "; reparse: " + small.status().message());
+  ShrinkShapesOptions shrink;
+  shrink.sharding_source = &full;
+  StatusOr<ShrinkShapesReport> report = ShrinkShapes(**small, shrink);
+  if (!report.ok())
+    return Skip(c, "too large", not_run + "; no reduced shapes: " + report.status().message());
+  const std::string reduced = report->Summary();
+  std::string stage;
+  StatusOr<std::unique_ptr<Module>> partitioned =
+      PropagateAndPartition(**small, c.num_partitions, c.propagate, /*strict=*/false, &stage);
+  if (!partitioned.ok()) {
+    PartitioningCaseResult r =
+        Make(c, CaseOutcome::kFailed,
+             "at reduced shapes: " + reduced + ": " + stage + ": " +
+                 partitioned.status().ToString());
+    r.reduced_shapes = true;
+    return r;
+  }
+  if (std::string rnd = PerDeviceRandom(**small, **partitioned); !rnd.empty())
+    return Skip(c, "per-device random values",
+                "partitioned OK at full and reduced shapes, not run: " + rnd);
+  if (std::string still = TooLargeReason(**small, **partitioned, c.num_partitions, max_run_bytes);
+      !still.empty())
+    return Skip(c, "too large", not_run + "; at reduced shapes (" + reduced + ") " + still);
+  return VerifyCase(c, **small, **partitioned, seed, max_run_bytes, opaque, reduced);
 }
 
 }  // namespace
@@ -340,7 +482,7 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
-  static const std::regex kUnsupportedType(R"(\b(f8e[0-9a-z]+|f4e2m1fn|c64|c128)\[)");
+  static const std::regex kUnsupportedType(R"(\b(f4e2m1fn)\[)");
   std::smatch m;
   if (std::regex_search(text, m, kUnsupportedType))
     return finish(Skip(c, "element type",
@@ -372,75 +514,12 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     return finish(Skip(c, "per-device random values",
                        "partitioned OK, not run: " + rnd +
                            ", so its values cannot equal the whole run's"));
-  // The whole run lives in this process: the reference (once, or on every
-  // device when it needs the N-device semantics), the N partitions, and
-  // the inputs of both.
-  const bool per_device = !DeviceReferenceReason(mod).empty();
-  const Computation& oe = *mod.entry();
-  const Computation& pe = *(*partitioned)->entry();
-  int64_t ref_peak = EstimatePeakBytes(oe), part_peak = EstimatePeakBytes(pe);
-  int64_t input_bytes = 0, local_input_bytes = 0;
-  for (const Instruction* p : oe.parameters()) input_bytes += ValueBytes(p->shape());
-  for (const Instruction* p : pe.parameters()) local_input_bytes += ValueBytes(p->shape());
-  const int64_t n = c.num_partitions;
-  const int64_t ref_copies = per_device ? n : 1;
-  const int64_t root_bytes = ValueBytes(oe.root()->shape());
-  // Two phases: the reference run (its peak includes its arguments) while
-  // the inputs are kept (whole, or per device with the partitioned
-  // arguments already made), then the N partitions (their peaks include
-  // their arguments) while the inputs and the reference result are kept.
-  const int64_t kept_inputs = per_device ? n * local_input_bytes : input_bytes;
-  const int64_t estimate =
-      std::max(ref_copies * ref_peak + kept_inputs,
-               (per_device ? 0 : input_bytes) + ref_copies * root_bytes + n * part_peak) +
-      root_bytes;
-  if (estimate > max_run_bytes) {
-    std::ostringstream os;
-    os << "partitioned OK, not run: the run needs about " << (estimate >> 20)
-       << " MiB (original peak " << (ref_peak >> 20) << " MiB x " << ref_copies << ", "
-       << n << " partitions x " << (part_peak >> 20) << " MiB), over the "
-       << (max_run_bytes >> 20) << " MiB limit";
-    return finish(Skip(c, "too large", os.str()));
-  }
-  VerifyOptions options;
-  options.num_partitions = c.num_partitions;
-  options.seed = seed;
-  options.propagate = c.propagate;
-  options.stub_opaque_custom_calls = !opaque.empty();
-  options.max_probe_bytes = std::max<int64_t>(0, max_run_bytes - estimate);
-  VerifyResult r;
-  try {
-    r = VerifyPartitioned(mod, **partitioned, options);
-  } catch (const std::bad_alloc&) {
-    r.status = "too-large";
-    r.message = "out of memory";
-  }
-  if (r.ok()) {
-    std::string detail = r.reference_reason.empty() ? "" :
-        "against the " + std::to_string(n) + "-device reference (" + r.reference_reason + ")";
-    if (!opaque.empty())
-      detail += std::string(detail.empty() ? "" : "; ") + "with " + opaque + " run as a stub";
-    return finish(Make(c, CaseOutcome::kPassed, detail));
-  }
-  if (r.message.find("std::bad_alloc") != std::string::npos || r.status == "too-large")
-    return finish(Skip(c, "too large",
-                       "out of memory with " + std::to_string(c.num_partitions) +
-                           " devices in one process (estimated " +
-                           std::to_string(estimate >> 20) + " MiB)"));
-  if (r.status == "empty")
-    return finish(Skip(c, "no output to compare", "partitioned OK, ran, but " + r.message));
-  if (r.status == "reference") {
-    // The original has no whole value where the sharding says it should
-    // (e.g. partition-id outside a manual region): nothing to compare.
-    if (r.message.find("differs between devices") != std::string::npos)
-      return finish(Skip(c, "device-dependent original", OneLine(r.message)));
-    return finish(Skip(c, "interpreter cannot run the original", OneLine(r.message)));
-  }
-  std::string detail = r.status + ": " + r.message;
-  if (!r.divergent_instruction.empty())
-    detail += " [first diverging: %" + r.divergent_instruction + ": " + r.divergence_detail +
-              "]";
-  return finish(Make(c, CaseOutcome::kFailed, detail));
+  const std::string too_large = TooLargeReason(mod, **partitioned, c.num_partitions, max_run_bytes);
+  if (too_large.empty())
+    return finish(VerifyCase(c, mod, **partitioned, seed, max_run_bytes, opaque, ""));
+  // Too large to run: the full-size module partitioned fine (checked
+  // above); now run the same case at reduced shapes.
+  return finish(RunAtReducedShapes(c, text, mod, seed, max_run_bytes, opaque, too_large));
 }
 
 StatusOr<PartitioningSummary> RunPartitioningConformance(
@@ -474,8 +553,14 @@ StatusOr<PartitioningSummary> RunPartitioningConformance(
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     }
     switch (r.outcome) {
-      case CaseOutcome::kPassed: summary.passed++; break;
-      case CaseOutcome::kFailed: summary.failed++; break;
+      case CaseOutcome::kPassed:
+        summary.passed++;
+        if (r.reduced_shapes) summary.passed_reduced++;
+        break;
+      case CaseOutcome::kFailed:
+        summary.failed++;
+        if (r.reduced_shapes) summary.failed_reduced++;
+        break;
       case CaseOutcome::kSkipped: summary.skipped++; break;
     }
     if (on_case) on_case(r);

@@ -9,7 +9,11 @@
 // (f8, c64), ops or custom-call targets it cannot run, random values the
 // partitioned program draws per device (tiled rng), and runs whose
 // estimated peak memory (original + N partitions in one process) exceeds
-// the limit. Originals with manual regions, collectives, partition-id,
+// the limit and that cannot be shrunk. A case over the limit is still
+// partitioned at its own shapes; then a shrunk copy (transforms/
+// shrink_shapes.h: same ops and shardings, small dims with the same
+// divisibility by every tile count) is partitioned and verified, and its
+// outcome is marked as reduced. Originals with manual regions, collectives, partition-id,
 // manual / unreduced entry values, infeed or outfeed are verified against
 // the N-device reference run (spmd/reference.h).
 #pragma once
@@ -49,6 +53,10 @@ struct PartitioningCaseResult {
   std::string detail;  // why it failed or was skipped
   std::string reason;  // skipped: a short category ("too large", "element type", ...)
   double seconds = 0;
+  // Passed or failed on a shrunk copy of the module (transforms/
+  // shrink_shapes.h) because the case as written is too large to run; the
+  // full-size module was still partitioned. `detail` lists the shapes.
+  bool reduced_shapes = false;
 };
 
 struct PartitioningConformanceOptions {
@@ -80,6 +88,8 @@ struct PartitioningConformanceOptions {
 
 struct PartitioningSummary {
   int64_t passed = 0, failed = 0, skipped = 0;
+  // Of passed / failed: how many ran at reduced shapes.
+  int64_t passed_reduced = 0, failed_reduced = 0;
   std::vector<PartitioningCaseResult> cases;
 };
 

@@ -1,0 +1,86 @@
+// `meshsplit shrink-shapes FILE [--max-memory GiB] [--num-partitions N]`:
+// prints the module with its large dims made small (same ops, same
+// shardings, divisibility by every tile count kept; see
+// transforms/shrink_shapes.h), the way the conformance runner executes
+// cases too large for this machine. What changed goes to stderr.
+#include <cstdio>
+#include <iostream>
+
+#include "cli/command.h"
+#include "import/load.h"
+#include "propagation/propagation.h"
+#include "spmd/conformance_partitioning.h"
+#include "text/parser.h"
+#include "text/printer.h"
+#include "transforms/shrink_shapes.h"
+
+namespace meshsplit::cli {
+namespace {
+
+struct ShrinkShapesCliOptions {
+  std::string file;
+  double max_memory_gib = 0;
+  int64_t num_partitions = 0;
+  bool propagate = false;
+  int64_t min_dim = 4;
+};
+
+int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
+  StatusOr<std::unique_ptr<Module>> module = LoadModule(o.file);
+  if (!module.ok()) return ReportError(module.status());
+  Module& m = **module;
+  if (o.num_partitions > 0) m.set_num_partitions(o.num_partitions);
+  ShrinkShapesOptions options;
+  options.min_dim = o.min_dim;
+  // Shardings that propagation would add constrain divisibility too: work
+  // them out on a copy and let the shrink respect them.
+  std::unique_ptr<Module> propagated;
+  if (o.propagate) {
+    StatusOr<std::unique_ptr<Module>> copy = ParseModuleText(PrintModule(m));
+    if (!copy.ok()) return ReportError(copy.status());
+    propagated = std::move(*copy);
+    PropagationOptions popts;
+    popts.allow_spmd_sharding_propagation_to_output = {true};
+    StatusOr<bool> changed = PropagateShardings(*propagated, popts);
+    if (!changed.ok()) return ReportError(changed.status());
+    options.sharding_source = propagated.get();
+  }
+  StatusOr<ShrinkShapesReport> report = ShrinkShapes(m, options);
+  if (!report.ok()) return ReportError(report.status());
+  int64_t peak = EstimatePeakBytes(*m.entry());
+  if (o.max_memory_gib > 0 &&
+      static_cast<double>(peak) > o.max_memory_gib * static_cast<double>(int64_t{1} << 30))
+    return ReportError(Status::Error(
+        "shrink-shapes: the shrunk module still needs about " + std::to_string(peak >> 20) +
+        " MiB on one device, over --max-memory"));
+  std::cerr << "shrink-shapes: " << report->classes_shrunk << " dim classes shrunk, "
+            << report->classes_frozen << " kept, " << report->dims_shrunk
+            << " instructions changed shape; estimated peak " << (peak >> 10) << " KiB\n";
+  for (const std::string& c : report->changes) std::cerr << "shrink-shapes: " << c << "\n";
+  for (const std::string& n : report->notes) std::cerr << "shrink-shapes: note: " << n << "\n";
+  std::string text = PrintModule(m);
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
+
+const bool kRegistered = RegisterCommand(
+    "shrink-shapes",
+    "make a module's large dims small, keeping its ops, shardings and tile divisibility",
+    [](CLI::App* app) -> std::function<int()> {
+      auto o = std::make_shared<ShrinkShapesCliOptions>();
+      app->add_option("FILE", o->file, "HLO file ('-' for stdin)")->required();
+      app->add_option("--max-memory", o->max_memory_gib,
+                      "fail when the shrunk module's estimated one-device peak exceeds this "
+                      "many GiB");
+      app->add_option("--num-partitions", o->num_partitions,
+                      "number of partitions (default: the module header's)");
+      app->add_flag("--propagate", o->propagate,
+                    "also keep divisibility by the tile counts sharding propagation infers");
+      app->add_option("--min-dim", o->min_dim, "smallest size a shrinkable dim gets")
+          ->capture_default_str();
+      return [o]() { return RunShrinkShapes(*o); };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli
