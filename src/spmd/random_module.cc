@@ -37,6 +37,9 @@ const std::vector<RandomOpKind> kKinds = {
     // and maybe a replicated subgroup): its users read it through Reshard,
     // which must sum the pieces (all-reduce / reduce-scatter).
     {"partial_sum", true, ""},
+    // Per-matrix linear algebra on batches of well-conditioned matrices
+    // (p p^T + (n+1) I for cholesky, a strong diagonal for triangular-solve).
+    {"cholesky", true, ""},     {"triangular_solve", true, ""},
 };
 
 struct Value {
@@ -575,7 +578,62 @@ class Generator {
     if (kind == "convolution") return EmitConvolution();
     if (kind == "reduce_window") return EmitReduceWindow();
     if (kind == "partial_sum") return EmitPartialSum();
+    if (kind == "cholesky" || kind == "triangular_solve") return EmitLinalg(kind);
     return false;
+  }
+
+  // A fresh f32[dims] (dims = [b, n, n]) holding `diag` on the diagonal of
+  // every matrix and 0 elsewhere; intermediate lines only (no Value).
+  std::string DiagonalShift(const std::vector<int64_t>& dims, int64_t diag) {
+    const std::string d = DimsText(dims), id = "c" + std::to_string(next_++);
+    lines_.push_back(id + "a = s32" + d + " iota(), iota_dimension=1");
+    lines_.push_back(id + "b = s32" + d + " iota(), iota_dimension=2");
+    lines_.push_back(id + "eq = pred" + d + " compare(" + id + "a, " + id + "b), direction=EQ");
+    const std::string k = Scalar("f32", std::to_string(diag)), z = Scalar("f32", "0");
+    lines_.push_back(id + "k = f32" + d + " broadcast(" + k + "), dimensions={}");
+    lines_.push_back(id + "z = f32" + d + " broadcast(" + z + "), dimensions={}");
+    lines_.push_back(id + " = f32" + d + " select(" + id + "eq, " + id + "k, " + id + "z)");
+    return id;
+  }
+
+  // cholesky of p p^T + (n+1) I (symmetric positive definite), or
+  // triangular-solve with a random-option system whose matrix has a strong
+  // diagonal, on fresh parameters with a batch dim.
+  bool EmitLinalg(const std::string& kind) {
+    if (o_.max_rank < 3) return false;
+    const int64_t b = Uniform(1, o_.max_dim), n = Uniform(1, std::min<int64_t>(o_.max_dim, 5));
+    const std::vector<int64_t> sq{b, n, n};
+    const std::string sq_text = "f32" + DimsText(sq);
+    const Value& p = NewParam("f32", sq);
+    const std::string pname = p.name;
+    const std::string shift = DiagonalShift(sq, n + 1);
+    Value out;
+    out.type = "f32";
+    out.exact = false;
+    if (kind == "cholesky") {
+      const std::string pp = "c" + std::to_string(next_++);
+      lines_.push_back(pp + " = " + sq_text + " dot(" + pname + ", " + pname +
+                       "), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                       "rhs_contracting_dims={2}");
+      const std::string spd = "c" + std::to_string(next_++);
+      lines_.push_back(spd + " = " + sq_text + " add(" + pp + ", " + shift + ")");
+      out.dims = sq;
+      Add(out, "cholesky(" + spd + "), lower=" + (Coin(0.5) ? "true" : "false"));
+      return true;
+    }
+    const std::string a = "c" + std::to_string(next_++);
+    lines_.push_back(a + " = " + sq_text + " add(" + pname + ", " + shift + ")");
+    const bool left = Coin(0.5);
+    const int64_t k = Uniform(1, o_.max_dim);
+    const Value& rhs = NewParam("f32", left ? std::vector<int64_t>{b, n, k}
+                                            : std::vector<int64_t>{b, k, n});
+    const char* transposes[] = {"NO_TRANSPOSE", "TRANSPOSE", "ADJOINT"};
+    out.dims = rhs.dims;
+    Add(out, "triangular-solve(" + a + ", " + rhs.name + "), left_side=" +
+                 (left ? "true" : "false") + ", lower=" + (Coin(0.5) ? "true" : "false") +
+                 ", unit_diagonal=" + (Coin(0.3) ? "true" : "false") +
+                 ", transpose_a=" + transposes[Uniform(0, 2)]);
+    return true;
   }
 
   // A sharding holding partial sums: {unreduced}, or tiles on random dims

@@ -1,0 +1,41 @@
+// The random module generator emits cholesky and triangular-solve (on
+// well-conditioned batches), and those modules verify: partitioned on N
+// virtual devices they match the single-device run.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+
+#include "spmd/random_module.h"
+#include "spmd/verify.h"
+#include "text/parser.h"
+
+namespace meshsplit {
+namespace {
+
+TEST(RandomLinalg, GeneratedCholeskyAndTriangularSolveVerify) {
+  int64_t cholesky = 0, solve = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    RandomCase c = GenerateRandomCase(seed);
+    const bool has_c = std::count(c.ops.begin(), c.ops.end(), "cholesky") > 0;
+    const bool has_s = std::count(c.ops.begin(), c.ops.end(), "triangular_solve") > 0;
+    if (!has_c && !has_s) continue;
+    cholesky += has_c;
+    solve += has_s;
+    EXPECT_NE(c.text.find(has_c ? " cholesky(" : " triangular-solve("), std::string::npos);
+    auto m = ParseModuleText(c.text);
+    ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
+    VerifyOptions options;
+    options.num_partitions = c.num_partitions;
+    options.seed = seed;
+    options.propagate = c.propagate;
+    VerifyResult r = VerifyModule(**m, options);
+    EXPECT_TRUE(r.ok()) << "seed " << seed << ": " << r.status << ": " << r.message << "\n"
+                        << c.text;
+  }
+  EXPECT_GE(cholesky, 10);
+  EXPECT_GE(solve, 10);
+}
+
+}  // namespace
+}  // namespace meshsplit
