@@ -1,16 +1,22 @@
-// `meshsplit verify FILE [--num-partitions N] [--seed S] [--no-propagate]
-// [--json]`: propagates and partitions the module, runs the original on one
-// device and the partitioned program on N virtual devices with the same
-// seeded random inputs, and compares the assembled outputs (spmd/verify.h).
-// Exit 0 when they agree; 1 on a mismatch (naming the first diverging
-// instruction when it can) or on any error.
+// `meshsplit verify FILE [--num-partitions N] [--seed S] [--init uniform|fan-in]
+// [--inputs DIR] [--no-propagate] [--json]`: propagates and partitions the
+// module, runs the original on one device and the partitioned program on N
+// virtual devices with the same inputs (seeded random ones, or .npy files),
+// and compares the assembled outputs (spmd/verify.h). Exit 0 when they
+// agree; 1 on a mismatch (naming the first diverging instruction when it
+// can) or on any error.
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <iostream>
+#include <map>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/shard_flags.h"
+#include "runtime/npy.h"
 #include "spmd/mpi_runner.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -27,8 +33,60 @@ struct VerifyFlags {
   bool stub_opaque_custom_calls = false;
   bool json = false;
   std::string backend = "threads";
+  std::string init = "uniform";
+  std::string inputs;
+  int64_t probe_limit_mib = 2048;
   ShardFlags shard;
 };
+
+// Reads the .npy files of `dir` that name entry parameters (as `run
+// --inputs` does: <name>.npy, else param<i>.npy). Parameters without a file
+// are left to the generator, so a user can pin just the values whose role
+// verify cannot see (batch-norm scales, hyperparameters). A .npy file that
+// names no parameter is an error: it is most likely a misspelt name.
+StatusOr<std::map<int64_t, Literal>> ReadGivenInputs(const Computation& entry,
+                                                     const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return Status::Error("--inputs: " + dir + " is not a directory");
+  std::map<int64_t, Literal> given;
+  std::set<std::string> used;
+  for (int i = 0; i < entry.parameter_count(); ++i) {
+    const Instruction* p = entry.parameter(i);
+    if (p == nullptr) continue;
+    std::string what = "parameter " + std::to_string(i) + " '" + p->name() + "'";
+    fs::path by_name = fs::path(dir) / (p->name() + ".npy");
+    fs::path by_index = fs::path(dir) / ("param" + std::to_string(i) + ".npy");
+    fs::path path = fs::exists(by_name, ec) ? by_name : by_index;
+    if (!fs::exists(path, ec)) continue;
+    used.insert(path.filename().string());
+    if (!p->shape().IsArray())
+      return Status::Error(path.string() + ": " + what + " has shape " +
+                           p->shape().ToString(false) + "; only arrays come from .npy files");
+    MS_ASSIGN_OR_RETURN(Literal lit, ReadNpy(path.string()));
+    const Shape& want = p->shape();
+    if (want.element_type() == PrimitiveType::BF16 && lit.element_type() == PrimitiveType::U16 &&
+        lit.shape().dimensions() == want.dimensions()) {
+      Literal bf(Shape(PrimitiveType::BF16, want.dimensions()));  // bf16 travels as <u2 words
+      if (lit.size_bytes() > 0) std::memcpy(bf.raw(), lit.raw(), lit.size_bytes());
+      lit = std::move(bf);
+    }
+    if (lit.element_type() != want.element_type() ||
+        lit.shape().dimensions() != want.dimensions())
+      return Status::Error(path.string() + ": " + what + " expects " + want.ToString(false) +
+                           " but the file holds " + lit.shape().ToString(false));
+    given.emplace(i, std::move(lit));
+  }
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (e.path().extension() == ".npy" && !used.count(name))
+      return Status::Error("--inputs: " + e.path().string() +
+                           " names no entry parameter (expected <parameter name>.npy or "
+                           "param<i>.npy)");
+  }
+  if (ec) return Status::Error("--inputs: cannot list " + dir + ": " + ec.message());
+  return given;
+}
 
 // Devices the module's shardings name: 1 + the largest id (0 if none).
 int64_t DevicesNamed(const Sharding& s) {
@@ -55,10 +113,28 @@ int RunVerify(const VerifyFlags& flags) {
   if (flags.backend != "threads" && flags.backend != "mpi")
     return ReportError(Status::Error("verify: unknown backend '" + flags.backend +
                                      "' (threads or mpi)"));
+  if (flags.init != "uniform" && flags.init != "fan-in")
+    return ReportError(Status::Error("verify: unknown --init '" + flags.init +
+                                     "' (uniform or fan-in)"));
+  if (flags.backend == "mpi" && (flags.init != "uniform" || !flags.inputs.empty()))
+    return ReportError(Status::Error("verify: --init and --inputs need --backend threads"));
   StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   VerifyOptions options;
+  options.init = flags.init == "fan-in" ? InputInit::kFanIn : InputInit::kUniform;
+  options.max_probe_bytes = flags.probe_limit_mib << 20;
+  if (!flags.inputs.empty()) {
+    if (m.entry() == nullptr)
+      return ReportError(Status::Error(flags.file + ": module has no entry computation"));
+    StatusOr<std::map<int64_t, Literal>> given = ReadGivenInputs(*m.entry(), flags.inputs);
+    if (!given.ok()) return ReportError(given.status());
+    std::cerr << "note: " << given->size() << " of " << m.entry()->parameter_count()
+              << " entry parameters read from " << flags.inputs << ", the others generated (--init "
+              << flags.init << ", --seed " << flags.seed << ")\n";
+    options.given_inputs =
+        std::make_shared<const std::map<int64_t, Literal>>(std::move(given).value());
+  }
   options.num_partitions =
       flags.num_partitions > 0 ? flags.num_partitions : DefaultPartitions(m);
   options.seed = flags.seed;
@@ -84,6 +160,8 @@ int RunVerify(const VerifyFlags& flags) {
     j["message"] = r.message;
     j["num_partitions"] = options.num_partitions;
     j["seed"] = options.seed;
+    j["init"] = flags.init;
+    j["given_inputs"] = options.given_inputs ? options.given_inputs->size() : 0;
     j["max_abs_error"] = r.max_abs_error;
     j["max_rel_error"] = r.max_rel_error;
     j["reduction_length"] = r.reduction_length;
@@ -128,6 +206,15 @@ const bool kRegistered = RegisterCommand(
                       "Number of partitions (default: the module header's, else the "
                       "devices its shardings name)");
       app->add_option("--seed", flags->seed, "Seed of the random inputs (default 0)");
+      app->add_option("--init", flags->init,
+                      "How the random inputs are drawn: 'uniform' (default: floats in [-1, 1]) "
+                      "or 'fan-in' (as uniform, but parameters used as convolution kernels or "
+                      "dot operands get N(0, 1/fan_in), keeping deep networks well "
+                      "conditioned; see docs/models.md)");
+      app->add_option("--inputs", flags->inputs,
+                      "Directory of .npy files (<parameter name>.npy or param<i>.npy, full "
+                      "shapes, as for run --inputs); they replace the generated values of "
+                      "those parameters, the others are still generated");
       app->add_flag("--no-propagate", flags->no_propagate,
                     "Skip sharding propagation (unannotated values are replicated)");
       app->add_flag("--strict", flags->strict, "Partitioner fallbacks are errors");
@@ -136,6 +223,9 @@ const bool kRegistered = RegisterCommand(
                     "deterministic function of their operands in both programs");
       app->add_flag("--json", flags->json, "Print one JSON document");
       app->add_option("--backend", flags->backend, "Collectives backend: threads, or mpi (under mpirun, one rank per partition)");
+      app->add_option("--probe-limit-mib", flags->probe_limit_mib,
+                      "On a mismatch, look for the first diverging instruction only if holding "
+                      "every probed value needs at most this many MiB (default 2048)");
       AddShardFlags(app, &flags->shard);
       return [flags]() { return RunVerify(*flags); };
     });

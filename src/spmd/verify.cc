@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
@@ -212,6 +214,20 @@ class ProbeRoot {
   Instruction* probe_;
 };
 
+double MaxAbs(const Literal& v) {
+  double m = 0;
+  if (!v.shape().IsArray()) return m;
+  PrimitiveType t = v.element_type();
+  if (t != PrimitiveType::F16 && t != PrimitiveType::BF16 && t != PrimitiveType::F32 &&
+      t != PrimitiveType::F64)
+    return m;
+  for (int64_t i = 0; i < v.element_count(); ++i) {
+    double x = v.GetDouble(i);
+    if (std::isfinite(x)) m = std::max(m, std::fabs(x));
+  }
+  return m;
+}
+
 // Finds the first diverging instruction (see the file comment).
 void LocateDivergence(Module& original, Module& partitioned, const std::vector<Literal>& inputs,
                       const VerifyOptions& options, VerifyResult& result) {
@@ -280,6 +296,11 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
     result.divergence_detail = "partitioned probe run failed: " + per_device.status().message();
     return;
   }
+  // MESHSPLIT_DEBUG=verify-profile: print every probed value's error (in
+  // the original's topological order) instead of stopping at the first
+  // mismatch, to tell an error that grows layer by layer from one op.
+  const char* debug = std::getenv("MESHSPLIT_DEBUG");
+  const bool profile = debug != nullptr && std::strstr(debug, "verify-profile") != nullptr;
   for (size_t i = 0; i < orig_values.size(); ++i) {
     std::vector<Literal> parts;
     for (const Literal& l : *per_device) parts.push_back(l.elements()[i]);
@@ -291,15 +312,20 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
       return;
     }
     Comparison c = CompareValues(ref->elements()[i], *assembled, what, options.compare);
-    if (!c.ok) {
+    if (profile)
+      std::fprintf(stderr, "verify-profile: %-40s max abs %.3g max |ref| %.3g%s\n",
+                   what.c_str(), c.max_abs_error, MaxAbs(ref->elements()[i]),
+                   c.ok ? "" : "  MISMATCH");
+    if (!c.ok && result.divergent_instruction.empty()) {
       result.divergent_instruction = orig_values[i]->name();
       result.divergence_detail = c.first_mismatch + " (" + std::to_string(c.mismatches) +
                                  " elements differ; sharding " +
                                  shardings[i].ToString(false) + ")";
-      return;
+      if (!profile) return;
     }
   }
-  result.divergence_detail = "all " + std::to_string(orig_values.size()) +
+  if (result.divergent_instruction.empty())
+    result.divergence_detail = "all " + std::to_string(orig_values.size()) +
                              " same-named intermediate values agree";
 }
 
@@ -537,6 +563,110 @@ std::vector<Literal> RandomInputs(const Computation& entry, uint64_t seed) {
   return out;
 }
 
+namespace {
+
+// Ops that pass a weight on unchanged in value (layout, type, order).
+bool PassesWeightOn(Opcode op) {
+  switch (op) {
+    case Opcode::kTranspose:
+    case Opcode::kReshape:
+    case Opcode::kBitcast:
+    case Opcode::kCopy:
+    case Opcode::kConvert:
+    case Opcode::kReverse:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The smallest fan-in over the convolution kernels and dot operands that
+// `value` reaches through PassesWeightOn ops (0 if none).
+int64_t FanInOfUses(const Instruction& value, int depth) {
+  if (depth > 16) return 0;
+  int64_t best = 0;
+  auto take = [&](int64_t f) {
+    if (f > 0) best = best == 0 ? f : std::min(best, f);
+  };
+  for (const Instruction* user : value.users()) {
+    const auto& dims = value.shape().dimensions();
+    auto size_of = [&](int64_t d) {
+      return d >= 0 && d < static_cast<int64_t>(dims.size()) ? dims[d] : int64_t{1};
+    };
+    if (user->opcode() == Opcode::kConvolution && user->attrs().conv_dnums &&
+        user->operand_count() > 1 && user->operand(1) == &value) {
+      const ConvolutionDimensionNumbers& cd = *user->attrs().conv_dnums;
+      int64_t f = size_of(cd.kernel_input_feature_dimension);
+      for (int64_t d : cd.kernel_spatial_dimensions) f *= size_of(d);
+      take(f);
+    } else if (user->opcode() == Opcode::kDot && user->attrs().dot_dnums) {
+      const DotDimensionNumbers& dd = *user->attrs().dot_dnums;
+      for (int k = 0; k < std::min<int>(2, user->operand_count()); ++k) {
+        if (user->operand(k) != &value) continue;
+        int64_t f = 1;
+        for (int64_t d : k == 0 ? dd.lhs_contracting_dimensions : dd.rhs_contracting_dimensions)
+          f *= size_of(d);
+        take(f);
+      }
+    } else if (PassesWeightOn(user->opcode())) {
+      take(FanInOfUses(*user, depth + 1));
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<int64_t> WeightFanIns(const Computation& entry) {
+  std::vector<int64_t> out;
+  for (int p = 0; p < entry.parameter_count(); ++p) {
+    const Instruction* param = entry.parameter(p);
+    PrimitiveType t = param != nullptr && param->shape().IsArray()
+                          ? param->shape().element_type()
+                          : PrimitiveType::PRED;
+    bool is_float = t == PrimitiveType::F16 || t == PrimitiveType::BF16 ||
+                    t == PrimitiveType::F32 || t == PrimitiveType::F64;
+    out.push_back(is_float ? FanInOfUses(*param, 0) : 0);
+  }
+  return out;
+}
+
+std::vector<Literal> GenerateInputs(const Computation& entry, uint64_t seed, InputInit init) {
+  std::vector<Literal> out = RandomInputs(entry, seed);
+  if (init != InputInit::kFanIn) return out;
+  std::vector<int64_t> fan_ins = WeightFanIns(entry);
+  for (size_t p = 0; p < out.size(); ++p) {
+    if (fan_ins[p] <= 0) continue;
+    // The same per-parameter stream as RandomInputs, so that switching the
+    // init changes only the weights.
+    std::mt19937_64 rng(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(p) + 1);
+    std::normal_distribution<double> d(0.0, 1.0 / std::sqrt(static_cast<double>(fan_ins[p])));
+    Literal& lit = out[p];
+    for (int64_t i = 0; i < lit.element_count(); ++i) lit.SetDouble(i, d(rng));
+  }
+  return out;
+}
+
+StatusOr<std::vector<Literal>> VerifyInputs(const Computation& entry,
+                                            const VerifyOptions& options) {
+  std::vector<Literal> out = GenerateInputs(entry, options.seed, options.init);
+  if (!options.given_inputs) return out;
+  for (const auto& [index, value] : *options.given_inputs) {
+    if (index < 0 || index >= static_cast<int64_t>(out.size()))
+      return Status::Error("given input for parameter " + std::to_string(index) +
+                           ", but the entry takes " + std::to_string(out.size()));
+    const Shape& want = out[index].shape();
+    if (!value.shape().IsArray() || value.element_type() != want.element_type() ||
+        value.shape().dimensions() != want.dimensions())
+      return Status::Error("given input for parameter " + std::to_string(index) + " (%" +
+                           entry.parameter(static_cast<int>(index))->name() + ") is " +
+                           value.shape().ToString(false) + ", expected " +
+                           want.ToString(false));
+    out[index] = value;
+  }
+  return out;
+}
+
 int64_t ReductionLength(const Module& module) {
   int64_t total = 0;
   for (const auto& comp : module.computations()) {
@@ -632,14 +762,28 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
     return result;
   }
   result.reference_reason = DeviceReferenceReason(original);
-  if (!result.reference_reason.empty())
+  if (!result.reference_reason.empty()) {
+    if (options.given_inputs || options.init != InputInit::kUniform) {
+      // The N-device reference run makes its own per-device arguments.
+      result.status = "reference";
+      result.message = "error: given inputs and --init are not supported for a module that "
+                       "needs the per-device reference run (" + result.reference_reason + ")";
+      return result;
+    }
     return VerifyPerDevice(original, partitioned, options, copts, result);
+  }
   if (original.entry()->root() == nullptr || !HasArrayLeaf(original.entry()->root()->shape())) {
     result.status = "empty";
     result.message = "the module has no array output to compare";
     return result;
   }
-  std::vector<Literal> inputs = RandomInputs(*original.entry(), options.seed);
+  StatusOr<std::vector<Literal>> generated = VerifyInputs(*original.entry(), options);
+  if (!generated.ok()) {
+    result.status = "reference";
+    result.message = generated.status().ToString();
+    return result;
+  }
+  std::vector<Literal> inputs = std::move(generated).value();
   StatusOr<Literal> ref = EvaluateModule(original, inputs, OneDeviceContext(options));
   if (!ref.ok()) {
     result.status = "reference";

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,6 +23,29 @@ namespace meshsplit {
 // Index operands need no special care: the interpreter clamps dynamic-slice
 // and gather starts as XLA does, so every value is valid.
 std::vector<Literal> RandomInputs(const Computation& entry, uint64_t seed);
+
+// How verify generates the entry arguments it is not given.
+//  kUniform: RandomInputs above.
+//  kFanIn: as kUniform, except that a float parameter used as weights, i.e.
+//    reaching (through transpose / reshape / bitcast / copy / convert) the
+//    kernel of a convolution or an operand of a dot, is drawn from
+//    N(0, 1/fan_in): fan_in is the number of its elements one output sums
+//    over (kernel: all dims but the output feature; dot: the operand's
+//    contracting dims), the smallest over its uses, since a training step
+//    also contracts the weights the other way in its backward pass. Values
+//    of unit scale through every layer keep a deep network well conditioned,
+//    where uniform [-1, 1] weights make activations grow or die layer by
+//    layer. Roles the module no longer shows (batch-norm scale and offset
+//    once the batch-norm ops are expanded, hyperparameters such as a clamp
+//    bound) are left uniform: pass them with VerifyOptions::given_inputs.
+enum class InputInit { kUniform, kFanIn };
+
+// Entry arguments under `init`, seeded like RandomInputs.
+std::vector<Literal> GenerateInputs(const Computation& entry, uint64_t seed, InputInit init);
+
+// For kFanIn: each entry parameter's fan-in as weights (0 when it is not
+// used as weights). Exposed for tests and `verify --json`.
+std::vector<int64_t> WeightFanIns(const Computation& entry);
 
 // Length of the longest reduction in `module` summed over all reductions
 // (dot contracting sizes, reduce / reduce-window / convolution windows,
@@ -70,8 +94,20 @@ struct VerifyOptions {
   // the same operand values wherever the partitioning is right, so the
   // stubs agree exactly when the surrounding program does.
   bool stub_opaque_custom_calls = false;
+  // How the entry arguments are generated, and the ones the caller gives
+  // instead (entry parameter index -> value of the parameter's global
+  // shape, e.g. read from .npy files). Given values are not supported for
+  // modules that need the N-device reference run (spmd/reference.h).
+  InputInit init = InputInit::kUniform;
+  std::shared_ptr<const std::map<int64_t, Literal>> given_inputs;
   CompareOptions compare;
 };
+
+// The entry arguments verify uses under `options`: generated, then
+// overridden by options.given_inputs. Errors on a given value whose shape
+// differs from its parameter's.
+StatusOr<std::vector<Literal>> VerifyInputs(const Computation& entry,
+                                            const VerifyOptions& options);
 
 struct VerifyResult {
   // "ok", "mismatch", or the stage that failed with an error: "propagate",
