@@ -156,6 +156,8 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
 Status HandleCholesky(SpmdContext& ctx, const Instruction& instr);
 Status HandleTriangularSolve(SpmdContext& ctx, const Instruction& instr);
 Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr);
+// The TopK custom-call (handlers/linalg.cc): rows tiled, last dim whole.
+Status HandleTopK(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.
 Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
 // handlers/collectives.cc: collectives written in the input; rejects those

@@ -4,7 +4,8 @@
 // indexes independent right-hand sides stays tiled too). ragged-dot keeps
 // its batch and non-ragged free dims tiled as the result is, and makes whole
 // the dims the groups reach across (the ragged dim, the rhs group dim, the
-// group dim of the result, contracting dims).
+// group dim of the result, contracting dims). The TopK custom-call keeps its
+// rows tiled and makes the selected (last) dim whole.
 #include <string>
 #include <vector>
 
@@ -174,6 +175,32 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   return Emit(ctx, instr, {project(lhs_to_out), project(rhs_to_out), project(gs_to_out)}, mid,
               "batch and free dims tiled as the result, ragged and "
               "contracting dims whole");
+}
+
+// XLA's TopK custom-call works along the last dim of its one operand, each
+// row on its own: the other dims keep the operand's tiling (or, when the
+// operand is not tiled, the result's), the last dim is made whole.
+Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
+  const Shape& shape = instr.shape();
+  const Sharding out = ctx.ShardingOf(instr);
+  if (instr.operand_count() != 1 || !shape.IsTuple() || shape.tuple_size() != 2 ||
+      !instr.operand(0)->shape().IsArray() || instr.operand(0)->shape().rank() < 1 ||
+      !out.IsTuple())
+    return ctx.Fallback(instr);
+  const Sharding in = ctx.Get(instr.operand(0)).sharding;
+  const Sharding out0 = out.tuple_elements().at(0);
+  if (Unusable(in) || Unusable(out0) || Unusable(out.tuple_elements().at(1)))
+    return ctx.Fallback(instr);
+  const int64_t r = instr.operand(0)->shape().rank();
+  const Sharding norm_in = NormalizeForPartitioning(in);
+  Sharding mid = ReplicateDims(norm_in.IsTiled() ? norm_in : out0, {r - 1});
+  if (!mid.IsTiled()) mid = Sharding::Replicate();
+  SpmdBuilder::ScopedCause cause(ctx.b, instr, "rows tiled, the selected dim whole");
+  Instruction* op = ctx.OperandAs(instr, 0, mid).hlo;
+  const Sharding mid_all = Sharding::Tuple({mid, mid});
+  Instruction* t = ctx.Clone(instr, LocalShape(shape, mid_all), {op});
+  ctx.Set(instr, Reshard(ctx.b, {t, shape, mid_all}, out));
+  return Status::Ok();
 }
 
 }  // namespace meshsplit::spmd
