@@ -284,6 +284,28 @@ int64_t EstimateRunBytes(const Module& mod, const Module& partitioned, int64_t n
          root_bytes;
 }
 
+// Address space each virtual device's thread reserves for its stack (the
+// threads backend runs device d > 0 on a std::thread of the default size).
+int64_t ThreadStackBytes() {
+  rlimit lim{};
+  if (getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
+    return int64_t{8} << 20;
+  return static_cast<int64_t>(lim.rlim_cur);
+}
+
+// "" when `n` virtual devices' thread stacks fit in half of `max_run_bytes`,
+// else why not. Past that, thread creation fails under the child's
+// address-space limit, and shrinking shapes does not reduce devices.
+std::string TooManyThreadsReason(int64_t n, int64_t max_run_bytes) {
+  const int64_t stacks = (n - 1) * ThreadStackBytes();
+  if (stacks <= max_run_bytes / 2) return "";
+  std::ostringstream os;
+  os << "the stacks of " << n << " virtual-device threads reserve " << (stacks >> 20)
+     << " MiB, over half the " << (max_run_bytes >> 20)
+     << " MiB limit (reduced shapes do not reduce devices)";
+  return os.str();
+}
+
 // "" when the run fits in `max_run_bytes`, else why not.
 std::string TooLargeReason(const Module& mod, const Module& partitioned, int64_t n,
                            int64_t max_run_bytes) {
@@ -514,6 +536,8 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     return finish(Skip(c, "per-device random values",
                        "partitioned OK, not run: " + rnd +
                            ", so its values cannot equal the whole run's"));
+  if (std::string threads = TooManyThreadsReason(c.num_partitions, max_run_bytes); !threads.empty())
+    return finish(Skip(c, "too large", "partitioned OK, not run: " + threads));
   const std::string too_large = TooLargeReason(mod, **partitioned, c.num_partitions, max_run_bytes);
   if (too_large.empty())
     return finish(VerifyCase(c, mod, **partitioned, seed, max_run_bytes, opaque, ""));

@@ -163,11 +163,24 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
       saved.push_back({i.get(), i->shape(), i->attrs()});
       old_shapes[i.get()] = i->shape();
     }
+  const auto saved_header = module.header_attrs();
   auto restore = [&]() {
     for (Saved& s : saved) {
       s.instr->set_shape(s.shape);
       s.instr->mutable_attrs() = s.attrs;
     }
+    module.mutable_header_attrs() = saved_header;
+  };
+  // The header's entry_computation_layout spells the entry's old shapes;
+  // the verifier would hold the new ones against it, so it goes.
+  auto drop_entry_layout = [&]() {
+    auto& header = module.mutable_header_attrs();
+    auto it = std::remove_if(header.begin(), header.end(), [](const auto& kv) {
+      return kv.first == "entry_computation_layout";
+    });
+    bool dropped = it != header.end();
+    header.erase(it, header.end());
+    return dropped;
   };
   ShrinkShapesReport report;
   std::vector<const Instruction*> pinned;  // failed a check: dims kept
@@ -198,10 +211,11 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
     if (report.classes_shrunk == 0) {
       restore();
       return Status::Error(
-          "no dimension can shrink: every dim larger than " + std::to_string(options.min_dim) +
-          " is pinned by a constant, window, padding, partial slice, reshape factor, tile count "
-          "or an op the shrinker does not rewrite (" + std::to_string(report.classes_frozen) +
-          " classes kept)" + (pinned.empty() ? "" : "; " + report.notes.back()));
+          "no dimension can shrink: every dim is at most " + std::to_string(options.min_dim) +
+          ", needs its size for its tile counts, or is pinned by a constant, window, padding, "
+          "partial slice, reshape factor or an op the shrinker does not rewrite (" +
+          std::to_string(report.classes_frozen) + " classes pinned)" +
+          (pinned.empty() ? "" : "; " + report.notes.back()));
     }
     // Rewrite shapes, then the attributes that spell sizes.
     report.dims_shrunk = 0;
@@ -212,6 +226,7 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
       s.instr->set_shape(shape);
     }
     for (Saved& s : saved) AdjustAttributes(*s.instr, old_shapes);
+    drop_entry_layout();
     for (Saved& s : saved)
       if (s.shape.IsArray() && s.instr->shape().dimensions() != s.shape.dimensions())
         ++report.dims_shrunk;
@@ -250,8 +265,8 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
     pinned.push_back(bad);
     report.notes.push_back("kept the dims of %" + bad->name() + " (" + why + ")");
   }
-  // Report the entry signature and drop a layout header that names the old
-  // shapes.
+  // Report the entry signature; the old layout header stays dropped only
+  // when the signature changed.
   const Computation* entry = module.entry();
   bool signature_changed = false;
   auto note_change = [&](const Instruction* i) {
@@ -264,15 +279,10 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
   for (const Instruction* p : entry->parameters()) note_change(p);
   if (entry->root() != nullptr && entry->root()->opcode() != Opcode::kParameter)
     note_change(entry->root());
-  if (signature_changed) {
-    auto& header = module.mutable_header_attrs();
-    auto it = std::remove_if(header.begin(), header.end(), [](const auto& kv) {
-      return kv.first == "entry_computation_layout";
-    });
-    if (it != header.end()) {
-      header.erase(it, header.end());
-      report.notes.push_back("dropped entry_computation_layout (its shapes changed)");
-    }
+  if (!signature_changed) {
+    module.mutable_header_attrs() = saved_header;
+  } else if (module.header_attrs().size() != saved_header.size()) {
+    report.notes.push_back("dropped entry_computation_layout (its shapes changed)");
   }
   return report;
 }
