@@ -109,13 +109,17 @@ MPI_Datatype OrderFreeType(PrimitiveType type, ReductionKind kind, MPI_Op* op) {
 }
 
 // An all-reduce gathers every contribution whole (one exchange; each rank
-// receives (G-1) x bytes and folds them all) while that stays under this
-// many received bytes, else it goes sliced: reduce-scatter by hand, fold
-// 1/G, all-gather (two exchanges, 2 (G-1)/G x bytes). Measured with
-// bench_mpi_collectives: at 2 ranks whole gathering beats MPI_Allreduce at
-// 64 KiB; at 4 ranks (oversubscribed on 2 cores) the two forms were within
-// the noise of each other there, and fewer exchanges won on balance.
-constexpr int64_t kWholeGatherAllReduceBytes = 256 * 1024;
+// receives (G-1) x bytes and folds all G) while that stays under this many
+// received bytes, else it goes sliced: reduce-scatter by hand (an
+// all-to-all of 1/G slices), fold 1/G in group order, all-gather the folded
+// slices (two exchanges of 1/G slices). Both fold in the same order as the
+// threads backend, so the bits do not depend on the choice. Measured
+// (bench_mpi_collectives and a raw-MPI sketch of both forms, Open MPI 4.1,
+// shared memory): at 2 ranks whole gathering wins up to 64 KiB (about 12 us
+// against 22 us for MPI_Allreduce); at 4 ranks (oversubscribed on 2 cores)
+// at 64 KiB the whole form took 2-3x as long as the sliced one, which is
+// on par with MPI_Allreduce; at 16 KiB the two were within the noise.
+constexpr int64_t kWholeGatherAllReduceBytes = 64 * 1024;
 
 // Shared state of MpiWait and its watchdog thread. Leaked on purpose: the
 // watchdog must keep watching MPI_Finalize, which runs during static
