@@ -99,6 +99,13 @@ Status HandleTriangularSolve(SpmdContext& ctx, const Instruction& instr) {
               "batch dims and independent right-hand sides tiled");
 }
 
+// ragged-dot over an iteration space [result dims..., contracting pairs...].
+// The iteration sharding comes from the lhs when it tiles a contracting dim
+// (kept tiled: the local products are partial sums, reduced by the reshard
+// to the result), else from the result. Iteration dims the groups reach
+// across are made whole: the ragged dim, the group dim of the contracting
+// mode's result, and group_sizes' leading dims where lhs and rhs would read
+// them differently.
 Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   const Shape& out_shape = instr.shape();
   const Shape& ls = instr.operand(0)->shape();
@@ -113,68 +120,87 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
   std::vector<int64_t> ragged, group;
   if (!ParseDims(instr.attrs().FindExtra("lhs_ragged_dims"), &ragged) || ragged.size() != 1 ||
-      !ParseDims(instr.attrs().FindExtra("rhs_group_dims"), &group) || group.size() > 1)
+      !ParseDims(instr.attrs().FindExtra("rhs_group_dims"), &group) || group.size() > 1 ||
+      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size() ||
+      dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size())
     return ctx.Fallback(instr, "ragged dimension numbers");
   const bool contracting_mode = Has(dn.lhs_contracting_dimensions, ragged[0]);
-  // Result dims: [g (contracting mode)], batch, lhs free, rhs free. Map each
-  // to the lhs / rhs dim it comes from (-1: none).
-  std::vector<int64_t> out_lhs, out_rhs;
-  if (contracting_mode) {
-    out_lhs.push_back(-1);
-    out_rhs.push_back(-1);
-  }
-  for (size_t k = 0; k < dn.lhs_batch_dimensions.size(); ++k) {
-    out_lhs.push_back(dn.lhs_batch_dimensions[k]);
-    out_rhs.push_back(dn.rhs_batch_dimensions[k]);
+  // Iteration dims: result dims ([g], batch, lhs free, rhs free), then one
+  // per contracting pair. lhs/rhs dims not in it (the rhs group dim) are -1.
+  std::vector<int64_t> lhs_to_iter(ls.rank(), -1), rhs_to_iter(rs.rank(), -1);
+  int64_t n_out = contracting_mode ? 1 : 0;
+  for (size_t k = 0; k < dn.lhs_batch_dimensions.size(); ++k, ++n_out) {
+    lhs_to_iter[dn.lhs_batch_dimensions[k]] = n_out;
+    rhs_to_iter[dn.rhs_batch_dimensions[k]] = n_out;
   }
   for (int64_t d = 0; d < ls.rank(); ++d)
-    if (!Has(dn.lhs_batch_dimensions, d) && !Has(dn.lhs_contracting_dimensions, d)) {
-      out_lhs.push_back(d);
-      out_rhs.push_back(-1);
-    }
+    if (!Has(dn.lhs_batch_dimensions, d) && !Has(dn.lhs_contracting_dimensions, d))
+      lhs_to_iter[d] = n_out++;
   for (int64_t d = 0; d < rs.rank(); ++d)
     if (!Has(dn.rhs_batch_dimensions, d) && !Has(dn.rhs_contracting_dimensions, d) &&
-        !Has(group, d)) {
-      out_lhs.push_back(-1);
-      out_rhs.push_back(d);
-    }
-  if (static_cast<int64_t>(out_lhs.size()) != out_shape.rank()) return ctx.Fallback(instr);
-  // Result dims the groups reach across stay whole: the group dim of the
-  // contracting mode and, in the non-contracting mode, the ragged rows.
-  std::vector<int64_t> whole;
-  for (int64_t o = 0; o < out_shape.rank(); ++o)
-    if ((contracting_mode && o == 0) || (!contracting_mode && out_lhs[o] == ragged[0] &&
-                                         !Has(dn.lhs_batch_dimensions, ragged[0])))
-      whole.push_back(o);
-  // group_sizes' leading dims index the lhs's leading dims (and, in the
-  // contracting mode, the rhs's): they may stay tiled only where both read
-  // them through the same result dim.
-  const int64_t prefix = gs.rank() - 1;
-  std::vector<int64_t> lhs_to_out(ls.rank(), -1), rhs_to_out(rs.rank(), -1),
-      gs_to_out(gs.rank(), -1);
-  for (int64_t o = 0; o < out_shape.rank(); ++o) {
-    if (out_lhs[o] >= 0) lhs_to_out[out_lhs[o]] = o;
-    if (out_rhs[o] >= 0) rhs_to_out[out_rhs[o]] = o;
+        !Has(group, d))
+      rhs_to_iter[d] = n_out++;
+  if (n_out != out_shape.rank()) return ctx.Fallback(instr);
+  const int64_t n_iter = n_out + static_cast<int64_t>(dn.lhs_contracting_dimensions.size());
+  for (size_t k = 0; k < dn.lhs_contracting_dimensions.size(); ++k) {
+    lhs_to_iter[dn.lhs_contracting_dimensions[k]] = n_out + k;
+    rhs_to_iter[dn.rhs_contracting_dimensions[k]] = n_out + k;
   }
+  std::vector<int64_t> out_to_iter(n_out);
+  for (int64_t o = 0; o < n_out; ++o) out_to_iter[o] = o;
+  // Whole iteration dims, and group_sizes' dims in the iteration space.
+  std::vector<int64_t> whole;
+  if (contracting_mode) whole.push_back(0);
+  if (!Has(dn.lhs_batch_dimensions, ragged[0])) whole.push_back(lhs_to_iter[ragged[0]]);
+  const int64_t prefix = gs.rank() - 1;
+  std::vector<int64_t> gs_to_iter(gs.rank(), -1);
   for (int64_t d = 0; d < prefix && d < ls.rank(); ++d) {
-    const int64_t o = lhs_to_out[d];
-    if (o < 0) continue;
-    if (contracting_mode && (d >= rs.rank() || rhs_to_out[d] != o)) {
-      whole.push_back(o);
+    const int64_t it = lhs_to_iter[d];
+    if (contracting_mode && (d >= rs.rank() || rhs_to_iter[d] != it)) {
+      whole.push_back(it);
       continue;
     }
-    gs_to_out[d] = o;
+    gs_to_iter[d] = it;
   }
-  const Sharding mid = ReplicateDims(out, whole);
-  auto project = [&](const std::vector<int64_t>& to_out) {
-    std::vector<int64_t> m(to_out.size(), -1);
-    for (size_t d = 0; d < to_out.size(); ++d)
-      if (to_out[d] >= 0 && !Has(whole, to_out[d])) m[d] = to_out[d];
-    return ProjectSharding(mid, m);
+  // The iteration sharding.
+  std::vector<int64_t> iter_to_lhs(n_iter, -1), iter_to_out(n_iter, -1);
+  for (int64_t d = 0; d < ls.rank(); ++d)
+    if (lhs_to_iter[d] >= 0) iter_to_lhs[lhs_to_iter[d]] = d;
+  for (int64_t o = 0; o < n_out; ++o) iter_to_out[o] = o;
+  const Sharding lhs_s = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  bool lhs_tiles_contracting = false;
+  if (lhs_s.IsTiled()) {
+    const std::vector<int64_t> tiles = TileCounts(lhs_s, ls.rank());
+    for (int64_t c : dn.lhs_contracting_dimensions)
+      if (c != ragged[0] && tiles[c] > 1) lhs_tiles_contracting = true;
+  }
+  Sharding it = lhs_tiles_contracting ? ProjectSharding(lhs_s, iter_to_lhs)
+                                      : (out.IsTiled() ? ProjectSharding(out, iter_to_out) : out);
+  it = ReplicateDims(it, whole);
+  auto project = [&](const std::vector<int64_t>& to_iter,
+                     SubgroupType dropped = SubgroupType::kReplicated) {
+    std::vector<int64_t> m(to_iter.size(), -1);
+    for (size_t d = 0; d < to_iter.size(); ++d)
+      if (to_iter[d] >= 0 && !Has(whole, to_iter[d])) m[d] = to_iter[d];
+    return it.IsTiled() ? ProjectSharding(it, m, dropped) : it;
   };
-  return Emit(ctx, instr, {project(lhs_to_out), project(rhs_to_out), project(gs_to_out)}, mid,
-              "batch and free dims tiled as the result, ragged and "
-              "contracting dims whole");
+  const Sharding partial = project(out_to_iter, SubgroupType::kUnreduced);
+  SpmdBuilder::ScopedCause cause(ctx.b, instr,
+                                 lhs_tiles_contracting
+                                     ? "contracting dims sharded -> partial sums; ragged dims whole"
+                                     : "batch and free dims tiled as the result, ragged and "
+                                       "contracting dims whole");
+  PartitionedValue l = ctx.OperandAs(instr, 0, project(lhs_to_iter));
+  PartitionedValue r = ctx.OperandAs(instr, 1, project(rhs_to_iter));
+  PartitionedValue g = ctx.OperandAs(instr, 2, project(gs_to_iter));
+  // Padding of uneven contracting tiles must not enter the sums.
+  if (HasPadding(l, dn.lhs_contracting_dimensions))
+    l.hlo = MaskPadding(ctx.b, l, dn.lhs_contracting_dimensions, ctx.b.Zero(ls.element_type()));
+  if (HasPadding(r, dn.rhs_contracting_dimensions))
+    r.hlo = MaskPadding(ctx.b, r, dn.rhs_contracting_dimensions, ctx.b.Zero(rs.element_type()));
+  Instruction* d = ctx.Clone(instr, LocalShape(out_shape, partial), {l.hlo, r.hlo, g.hlo});
+  ctx.Set(instr, Reshard(ctx.b, {d, out_shape, partial}, out));
+  return Status::Ok();
 }
 
 // XLA's TopK custom-call works along the last dim of its one operand, each
