@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -22,6 +23,7 @@
 
 #include "ir/computation.h"
 #include "ir/partitioned_rng.h"
+#include "partitioner/partitioner.h"
 #include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -71,6 +73,55 @@ std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
     }
   return "";
 }
+
+// The windowed-einsum options of a case's `// options:` line (XLA's
+// SpmdPartitionerOptions / debug options; only the first configuration
+// when several are separated by '|'), installed as the partitioner's
+// process-wide defaults while the case runs and restored afterwards:
+// threshold_for_windowed_einsum_mib (also as the GPU debug option),
+// max_windowed_einsum_iteration and bidirectional_windowed_einsum. A
+// threshold also enables the reduce-scatter loop, as in XLA.
+class WindowedEinsumOptions {
+ public:
+  explicit WindowedEinsumOptions(const std::string& text)
+      : threshold_(DefaultWindowedEinsumThresholdBytes()),
+        max_iterations_(DefaultMaxWindowedEinsumIterations()),
+        both_ways_(DefaultBidirectionalWindowedEinsum()),
+        reduce_scatter_(DefaultWindowedEinsumReduceScatter()) {
+    std::smatch line;
+    static const std::regex kOptions(R"(^// options:([^\n]*))", std::regex::multiline);
+    if (!std::regex_search(text, line, kOptions)) return;
+    std::string first = line[1].str();
+    first = first.substr(0, first.find('|'));
+    auto number = [&](const char* pattern) -> std::optional<int64_t> {
+      std::smatch m;
+      if (!std::regex_search(first, m, std::regex(pattern))) return std::nullopt;
+      return std::stoll(m[1].str());
+    };
+    std::optional<int64_t> mib = number(R"(threshold_for_windowed_einsum_mib\s*=\s*(\d+))");
+    if (!mib) mib = number(R"(set_xla_gpu_threshold_for_windowed_einsum_mib\((\d+)\))");
+    if (mib && *mib < (int64_t{1} << 40)) {
+      DefaultWindowedEinsumThresholdBytes() = *mib << 20;
+      DefaultWindowedEinsumReduceScatter() = true;
+    }
+    if (std::optional<int64_t> it = number(R"(max_windowed_einsum_iteration\s*=\s*(\d+))"))
+      DefaultMaxWindowedEinsumIterations() = *it;
+    if (std::regex_search(first, std::regex(R"(bidirectional_windowed_einsum\s*=\s*true)")))
+      DefaultBidirectionalWindowedEinsum() = true;
+  }
+  ~WindowedEinsumOptions() {
+    DefaultWindowedEinsumThresholdBytes() = threshold_;
+    DefaultMaxWindowedEinsumIterations() = max_iterations_;
+    DefaultBidirectionalWindowedEinsum() = both_ways_;
+    DefaultWindowedEinsumReduceScatter() = reduce_scatter_;
+  }
+  WindowedEinsumOptions(const WindowedEinsumOptions&) = delete;
+  WindowedEinsumOptions& operator=(const WindowedEinsumOptions&) = delete;
+
+ private:
+  int64_t threshold_, max_iterations_;
+  bool both_ways_, reduce_scatter_;
+};
 
 // Instructions the entry's result or outfeeds depend on (through operands,
 // control edges and called computations): what a run evaluates.
@@ -504,6 +555,7 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
+  const WindowedEinsumOptions windowed_einsum(text);
   static const std::regex kUnsupportedType(R"(\b(f4e2m1fn)\[)");
   std::smatch m;
   if (std::regex_search(text, m, kUnsupportedType))
