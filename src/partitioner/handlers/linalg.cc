@@ -4,8 +4,12 @@
 // indexes independent right-hand sides stays tiled too). ragged-dot keeps
 // its batch and non-ragged free dims tiled as the result is, and makes whole
 // the dims the groups reach across (the ragged dim, the rhs group dim, the
-// group dim of the result, contracting dims). The TopK custom-call keeps its
-// rows tiled and makes the selected (last) dim whole.
+// group dim of the result, contracting dims; contracting dims the lhs tiles
+// stay tiled as partial sums). The TopK custom-call keeps its rows tiled; a
+// tiled selected dim is reduced to k candidates per tile before gathering.
+#include <cmath>
+#include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -203,29 +207,137 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
+// True for a TopK that selects the largest values: no comparator (XLA's
+// partitioner reads it so) or a plain compare(p0, p1), direction=GT.
+bool SelectsLargest(const Instruction& instr) {
+  const Computation* cmp = instr.to_apply();
+  if (cmp == nullptr) return true;
+  const Instruction* root = cmp->root();
+  return cmp->parameter_count() == 2 && root != nullptr && root->opcode() == Opcode::kCompare &&
+         root->operand_count() == 2 && root->operand(0)->opcode() == Opcode::kParameter &&
+         root->operand(1)->opcode() == Opcode::kParameter &&
+         root->operand(0)->attrs().parameter_number == 0 &&
+         root->operand(1)->attrs().parameter_number == 1 &&
+         root->attrs().comparison_direction == ComparisonDirection::kGt;
+}
+
+// The sort comparator (value a, value b, index a, index b) -> a before b:
+// larger value first, on equal values the smaller index, added to the module
+// once per type.
+Computation* LargestFirstComparator(SpmdBuilder& b, PrimitiveType type) {
+  SpmdModuleState& st = b.state();
+  const std::string key = "topk_largest_first." + std::string(PrimitiveTypeName(type));
+  auto it = st.reducers.find(key);
+  if (it != st.reducers.end()) return it->second;
+  Module* m = st.module;
+  auto comp = std::make_unique<Computation>(m->UniqueInstructionName("topk_largest_first"));
+  // Parameters record their number when added, so it is set first.
+  auto add = [&](Opcode op, Shape shape, std::vector<Instruction*> ops, const char* name,
+                 int64_t parameter_number = 0) {
+    auto i = std::make_unique<Instruction>(op, m->UniqueInstructionName(name), std::move(shape));
+    i->mutable_attrs().parameter_number = parameter_number;
+    for (Instruction* o : ops) i->AppendOperand(o);
+    return comp->AddInstruction(std::move(i));
+  };
+  Instruction* p[4];
+  const char* names[4] = {"a", "b", "ia", "ib"};
+  for (int i = 0; i < 4; ++i)
+    p[i] = add(Opcode::kParameter, Shape(i < 2 ? type : PrimitiveType::S32, {}), {}, names[i], i);
+  const Shape pred(PrimitiveType::PRED, {});
+  Instruction* gt = add(Opcode::kCompare, pred, {p[0], p[1]}, "gt");
+  gt->mutable_attrs().comparison_direction = ComparisonDirection::kGt;
+  Instruction* eq = add(Opcode::kCompare, pred, {p[0], p[1]}, "eq");
+  eq->mutable_attrs().comparison_direction = ComparisonDirection::kEq;
+  Instruction* lt = add(Opcode::kCompare, pred, {p[2], p[3]}, "index_lt");
+  lt->mutable_attrs().comparison_direction = ComparisonDirection::kLt;
+  Instruction* tie = add(Opcode::kAnd, pred, {eq, lt}, "tie");
+  comp->set_root(add(Opcode::kOr, pred, {gt, tie}, "before"));
+  Computation* raw = comp.get();
+  st.new_computations.push_back(std::move(comp));
+  st.reducers[key] = raw;
+  return raw;
+}
+
 // XLA's TopK custom-call works along the last dim of its one operand, each
 // row on its own: the other dims keep the operand's tiling (or, when the
-// operand is not tiled, the result's), the last dim is made whole.
+// operand is not tiled, the result's). When the operand tiles the last dim
+// and the TopK selects the largest, each partition takes the top k of its
+// piece (padding masked to the lowest value, indices made global), the
+// k-per-tile candidates are gathered and sorted (value, then index) and the
+// first k kept, as XLA does; otherwise the last dim is made whole.
 Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
   const Shape& shape = instr.shape();
   const Sharding out = ctx.ShardingOf(instr);
   if (instr.operand_count() != 1 || !shape.IsTuple() || shape.tuple_size() != 2 ||
       !instr.operand(0)->shape().IsArray() || instr.operand(0)->shape().rank() < 1 ||
-      !out.IsTuple())
+      !out.IsTuple() || !shape.tuple_shapes(0).IsArray() || !shape.tuple_shapes(1).IsArray())
     return ctx.Fallback(instr);
-  const Sharding in = ctx.Get(instr.operand(0)).sharding;
+  const PartitionedValue& in_v = ctx.Get(instr.operand(0));
+  const Sharding in = in_v.sharding;
   const Sharding out0 = out.tuple_elements().at(0);
   if (Unusable(in) || Unusable(out0) || Unusable(out.tuple_elements().at(1)))
     return ctx.Fallback(instr);
-  const int64_t r = instr.operand(0)->shape().rank();
+  const Shape& in_shape = instr.operand(0)->shape();
+  const int64_t r = in_shape.rank(), last = r - 1;
+  const int64_t n = in_shape.dimensions(last), k = shape.tuple_shapes(0).dimensions(last);
   const Sharding norm_in = NormalizeForPartitioning(in);
-  Sharding mid = ReplicateDims(norm_in.IsTiled() ? norm_in : out0, {r - 1});
+  const int64_t tiles = norm_in.IsTiled() ? TileCounts(norm_in, r)[last] : 1;
+  const PrimitiveType t = in_shape.element_type();
+  if (tiles > 1 && SelectsLargest(instr) && k <= (n + tiles - 1) / tiles &&
+      shape.tuple_shapes(1).element_type() == PrimitiveType::S32 && t != PrimitiveType::PRED &&
+      (IsFloatingPoint(t) || IsInteger(t))) {
+    SpmdBuilder::ScopedCause cause(ctx.b, instr,
+                                   "selected dim tiled: top k per tile, then a sort of the "
+                                   "gathered candidates");
+    PartitionedValue v = Reshard(ctx.b, in_v, norm_in);
+    if (HasPadding(v, {last})) {
+      const double lowest = IsFloatingPoint(t) ? -std::numeric_limits<double>::infinity()
+                            : IsSignedInteger(t)
+                                ? -std::ldexp(1.0, static_cast<int>(ByteWidth(t) * 8 - 1))
+                                : 0.0;
+      v.hlo = MaskPadding(ctx.b, v, {last}, ctx.b.ScalarConstant(t, lowest));
+    }
+    // Candidates: a value of global shape [..., k * tiles] tiled like the
+    // operand, tile j holding tile j's top k.
+    std::vector<int64_t> cand_dims = in_shape.dimensions();
+    cand_dims[last] = k * tiles;
+    const Shape cand_v(t, cand_dims), cand_i(PrimitiveType::S32, cand_dims);
+    const Shape local_v = LocalShape(cand_v, norm_in), local_i = LocalShape(cand_i, norm_in);
+    Instruction* local = ctx.Clone(instr, Shape::Tuple({local_v, local_i}), {v.hlo});
+    Instruction* lv = ctx.b.Add(Opcode::kGetTupleElement, local_v, {local});
+    lv->mutable_attrs().tuple_index = 0;
+    Instruction* li = ctx.b.Add(Opcode::kGetTupleElement, local_i, {local});
+    li->mutable_attrs().tuple_index = 1;
+    Instruction* offset = TileOffset(ctx.b, norm_in, in_shape.dimensions(), last);
+    li = ctx.b.Binary(Opcode::kAdd, li, ctx.b.BroadcastScalar(offset, local_i.dimensions()));
+    const Sharding gathered = ReplicateDims(norm_in, {last});
+    Instruction* gv = Reshard(ctx.b, {lv, cand_v, norm_in}, gathered).hlo;
+    Instruction* gi = Reshard(ctx.b, {li, cand_i, norm_in}, gathered).hlo;
+    Instruction* sort = ctx.b.Add(
+        Opcode::kSort, Shape::Tuple({gv->shape(), gi->shape()}), {gv, gi}, "topk_sort");
+    sort->mutable_attrs().dimensions = {last};
+    sort->set_called_computations({LargestFirstComparator(ctx.b, t)});
+    std::vector<Instruction*> parts;
+    for (int e = 0; e < 2; ++e) {
+      Instruction* g = ctx.b.Add(Opcode::kGetTupleElement, sort->shape().tuple_shapes(e), {sort});
+      g->mutable_attrs().tuple_index = e;
+      std::vector<int64_t> starts(r, 0), limits = g->shape().dimensions();
+      limits[last] = k;
+      parts.push_back(ctx.b.Slice(g, starts, limits));
+    }
+    Instruction* tuple = ctx.b.Add(
+        Opcode::kTuple, Shape::Tuple({parts[0]->shape(), parts[1]->shape()}), parts);
+    const Sharding g_all = Sharding::Tuple({gathered, gathered});
+    ctx.Set(instr, Reshard(ctx.b, {tuple, shape, g_all}, out));
+    return Status::Ok();
+  }
+  Sharding mid = ReplicateDims(norm_in.IsTiled() ? norm_in : out0, {last});
   if (!mid.IsTiled()) mid = Sharding::Replicate();
   SpmdBuilder::ScopedCause cause(ctx.b, instr, "rows tiled, the selected dim whole");
   Instruction* op = ctx.OperandAs(instr, 0, mid).hlo;
   const Sharding mid_all = Sharding::Tuple({mid, mid});
-  Instruction* t = ctx.Clone(instr, LocalShape(shape, mid_all), {op});
-  ctx.Set(instr, Reshard(ctx.b, {t, shape, mid_all}, out));
+  Instruction* res = ctx.Clone(instr, LocalShape(shape, mid_all), {op});
+  ctx.Set(instr, Reshard(ctx.b, {res, shape, mid_all}, out));
   return Status::Ok();
 }
 
