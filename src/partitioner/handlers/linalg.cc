@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -207,30 +208,37 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
-// True for a TopK that selects the largest values: no comparator (XLA's
-// partitioner reads it so) or a plain compare(p0, p1), direction=GT.
-bool SelectsLargest(const Instruction& instr) {
+// Whether a TopK selects the largest (true) or smallest (false) values:
+// largest with no comparator (XLA's partitioner reads it so) or a plain
+// compare(p0, p1), direction=GT; smallest with direction=LT; nullopt for
+// other comparators.
+std::optional<bool> SelectsLargest(const Instruction& instr) {
   const Computation* cmp = instr.to_apply();
   if (cmp == nullptr) return true;
   const Instruction* root = cmp->root();
-  return cmp->parameter_count() == 2 && root != nullptr && root->opcode() == Opcode::kCompare &&
-         root->operand_count() == 2 && root->operand(0)->opcode() == Opcode::kParameter &&
-         root->operand(1)->opcode() == Opcode::kParameter &&
-         root->operand(0)->attrs().parameter_number == 0 &&
-         root->operand(1)->attrs().parameter_number == 1 &&
-         root->attrs().comparison_direction == ComparisonDirection::kGt;
+  if (cmp->parameter_count() != 2 || root == nullptr || root->opcode() != Opcode::kCompare ||
+      root->operand_count() != 2 || root->operand(0)->opcode() != Opcode::kParameter ||
+      root->operand(1)->opcode() != Opcode::kParameter ||
+      root->operand(0)->attrs().parameter_number != 0 ||
+      root->operand(1)->attrs().parameter_number != 1 ||
+      !root->attrs().comparison_direction.has_value())
+    return std::nullopt;
+  if (*root->attrs().comparison_direction == ComparisonDirection::kGt) return true;
+  if (*root->attrs().comparison_direction == ComparisonDirection::kLt) return false;
+  return std::nullopt;
 }
 
 // The sort comparator (value a, value b, index a, index b) -> a before b:
-// larger value first, on equal values the smaller index, added to the module
-// once per type.
-Computation* LargestFirstComparator(SpmdBuilder& b, PrimitiveType type) {
+// larger (smaller) value first, on equal values the smaller index, added to
+// the module once per type and direction.
+Computation* TopKOrderComparator(SpmdBuilder& b, PrimitiveType type, bool largest) {
   SpmdModuleState& st = b.state();
-  const std::string key = "topk_largest_first." + std::string(PrimitiveTypeName(type));
+  const std::string name = largest ? "topk_largest_first" : "topk_smallest_first";
+  const std::string key = name + "." + std::string(PrimitiveTypeName(type));
   auto it = st.reducers.find(key);
   if (it != st.reducers.end()) return it->second;
   Module* m = st.module;
-  auto comp = std::make_unique<Computation>(m->UniqueInstructionName("topk_largest_first"));
+  auto comp = std::make_unique<Computation>(m->UniqueInstructionName(name));
   // Parameters record their number when added, so it is set first.
   auto add = [&](Opcode op, Shape shape, std::vector<Instruction*> ops, const char* name,
                  int64_t parameter_number = 0) {
@@ -245,7 +253,8 @@ Computation* LargestFirstComparator(SpmdBuilder& b, PrimitiveType type) {
     p[i] = add(Opcode::kParameter, Shape(i < 2 ? type : PrimitiveType::S32, {}), {}, names[i], i);
   const Shape pred(PrimitiveType::PRED, {});
   Instruction* gt = add(Opcode::kCompare, pred, {p[0], p[1]}, "gt");
-  gt->mutable_attrs().comparison_direction = ComparisonDirection::kGt;
+  gt->mutable_attrs().comparison_direction =
+      largest ? ComparisonDirection::kGt : ComparisonDirection::kLt;
   Instruction* eq = add(Opcode::kCompare, pred, {p[0], p[1]}, "eq");
   eq->mutable_attrs().comparison_direction = ComparisonDirection::kEq;
   Instruction* lt = add(Opcode::kCompare, pred, {p[2], p[3]}, "index_lt");
@@ -261,8 +270,9 @@ Computation* LargestFirstComparator(SpmdBuilder& b, PrimitiveType type) {
 // XLA's TopK custom-call works along the last dim of its one operand, each
 // row on its own: the other dims keep the operand's tiling (or, when the
 // operand is not tiled, the result's). When the operand tiles the last dim
-// and the TopK selects the largest, each partition takes the top k of its
-// piece (padding masked to the lowest value, indices made global), the
+// and the TopK selects the largest (smallest), each partition takes the top
+// k of its piece (padding masked to the lowest (highest) value, indices made
+// global), the
 // k-per-tile candidates are gathered and sorted (value, then index) and the
 // first k kept, as XLA does; otherwise the last dim is made whole.
 Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
@@ -283,19 +293,24 @@ Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
   const Sharding norm_in = NormalizeForPartitioning(in);
   const int64_t tiles = norm_in.IsTiled() ? TileCounts(norm_in, r)[last] : 1;
   const PrimitiveType t = in_shape.element_type();
-  if (tiles > 1 && SelectsLargest(instr) && k <= (n + tiles - 1) / tiles &&
+  const std::optional<bool> largest = SelectsLargest(instr);
+  if (tiles > 1 && largest.has_value() && k <= (n + tiles - 1) / tiles &&
       shape.tuple_shapes(1).element_type() == PrimitiveType::S32 && t != PrimitiveType::PRED &&
-      (IsFloatingPoint(t) || IsInteger(t))) {
+      (IsFloatingPoint(t) || (IsInteger(t) && ByteWidth(t) <= 4))) {
     SpmdBuilder::ScopedCause cause(ctx.b, instr,
                                    "selected dim tiled: top k per tile, then a sort of the "
                                    "gathered candidates");
     PartitionedValue v = Reshard(ctx.b, in_v, norm_in);
     if (HasPadding(v, {last})) {
-      const double lowest = IsFloatingPoint(t) ? -std::numeric_limits<double>::infinity()
-                            : IsSignedInteger(t)
-                                ? -std::ldexp(1.0, static_cast<int>(ByteWidth(t) * 8 - 1))
-                                : 0.0;
-      v.hlo = MaskPadding(ctx.b, v, {last}, ctx.b.ScalarConstant(t, lowest));
+      // The value padding can never beat: the type's lowest (highest).
+      const int bits = static_cast<int>(ByteWidth(t) * 8);
+      double fill;
+      if (IsFloatingPoint(t)) fill = std::numeric_limits<double>::infinity();
+      else if (IsSignedInteger(t))
+        fill = *largest ? std::ldexp(1.0, bits - 1) : std::ldexp(1.0, bits - 1) - 1;
+      else fill = *largest ? 0.0 : std::ldexp(1.0, bits) - 1;
+      if (*largest && !IsUnsignedInteger(t)) fill = -fill;
+      v.hlo = MaskPadding(ctx.b, v, {last}, ctx.b.ScalarConstant(t, fill));
     }
     // Candidates: a value of global shape [..., k * tiles] tiled like the
     // operand, tile j holding tile j's top k.
@@ -316,7 +331,7 @@ Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
     Instruction* sort = ctx.b.Add(
         Opcode::kSort, Shape::Tuple({gv->shape(), gi->shape()}), {gv, gi}, "topk_sort");
     sort->mutable_attrs().dimensions = {last};
-    sort->set_called_computations({LargestFirstComparator(ctx.b, t)});
+    sort->set_called_computations({TopKOrderComparator(ctx.b, t, *largest)});
     std::vector<Instruction*> parts;
     for (int e = 0; e < 2; ++e) {
       Instruction* g = ctx.b.Add(Opcode::kGetTupleElement, sort->shape().tuple_shapes(e), {sort});
