@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "ir/float8.h"
 #include "support/float16.h"
 
 namespace meshsplit {
@@ -66,8 +67,12 @@ double Literal::GetDouble(int64_t i) const {
     case PrimitiveType::BF16: return Bf16ToF32(data<uint16_t>()[i]);
     case PrimitiveType::F32: return data<float>()[i];
     case PrimitiveType::F64: return data<double>()[i];
+    // Complex values read as their real part (XLA's complex -> real convert).
+    case PrimitiveType::C64: return data<float>()[2 * i];
+    case PrimitiveType::C128: return data<double>()[2 * i];
     default:
-      // Sub-byte and f8 types are stored one byte per element, uninterpreted.
+      if (IsF8Type(element_type())) return F8ToF32(element_type(), data<uint8_t>()[i]);
+      // Sub-byte types are stored one byte per element, uninterpreted.
       return data<uint8_t>()[i];
   }
 }
@@ -87,7 +92,21 @@ void Literal::SetDouble(int64_t i, double v) {
     case PrimitiveType::BF16: data<uint16_t>()[i] = F32ToBf16(static_cast<float>(v)); return;
     case PrimitiveType::F32: data<float>()[i] = static_cast<float>(v); return;
     case PrimitiveType::F64: data<double>()[i] = v; return;
-    default: data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
+    case PrimitiveType::C64:
+      data<float>()[2 * i] = static_cast<float>(v);
+      data<float>()[2 * i + 1] = 0;
+      return;
+    case PrimitiveType::C128:
+      data<double>()[2 * i] = v;
+      data<double>()[2 * i + 1] = 0;
+      return;
+    default:
+      if (IsF8Type(element_type())) {
+        data<uint8_t>()[i] = F64ToF8(element_type(), v);
+        return;
+      }
+      data<uint8_t>()[i] = static_cast<uint8_t>(v);
+      return;
   }
 }
 
@@ -134,6 +153,12 @@ std::string FormatElement(const Literal& l, int64_t i) {
   PrimitiveType t = l.element_type();
   if (t == PrimitiveType::PRED) return l.GetInt(i) ? "true" : "false";
   if (IsFloatingPoint(t)) return FormatFloat(l.GetDouble(i), t);
+  if (t == PrimitiveType::C64)
+    return "(" + FormatFloat(l.data<float>()[2 * i], PrimitiveType::F32) + ", " +
+           FormatFloat(l.data<float>()[2 * i + 1], PrimitiveType::F32) + ")";
+  if (t == PrimitiveType::C128)
+    return "(" + FormatFloat(l.data<double>()[2 * i], PrimitiveType::F64) + ", " +
+           FormatFloat(l.data<double>()[2 * i + 1], PrimitiveType::F64) + ")";
   if (t == PrimitiveType::U64) return std::to_string(l.GetUint(i));
   return std::to_string(l.GetInt(i));
 }

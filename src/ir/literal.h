@@ -58,7 +58,9 @@ class Literal {
   const T* data() const { return reinterpret_cast<const T*>(bytes_.data()); }
 
   // Element `linear_index` converted to/from double (exact for every type
-  // except 64-bit integers beyond 2^53; use GetInt for those).
+  // except 64-bit integers beyond 2^53; use GetInt for those). f8 types
+  // decode their code and round to nearest even when set; complex types
+  // read their real part and set (v, 0).
   double GetDouble(int64_t linear_index) const;
   void SetDouble(int64_t linear_index, double value);
   int64_t GetInt(int64_t linear_index) const;  // integers and pred

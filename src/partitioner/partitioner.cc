@@ -227,13 +227,14 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kCholesky: return HandleCholesky(ctx, instr);  // handlers/linalg.cc
     case Opcode::kTriangularSolve: return HandleTriangularSolve(ctx, instr);
     case Opcode::kRaggedDot: return HandleRaggedDot(ctx, instr);
+    case Opcode::kFft:
+      return HandleFft(ctx, instr);  // handlers/fft.cc
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
-    case Opcode::kFft:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kOptimizationBarrier: case Opcode::kDomain:

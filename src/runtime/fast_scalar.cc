@@ -123,6 +123,8 @@ inline T Arith(int op, T x, T y) {
 }
 
 bool Supported(PrimitiveType t) {
+  // f8 and complex values have no scalar compute type here: interpreted.
+  if (IsF8Type(t) || IsComplex(t)) return false;
   return t == PrimitiveType::PRED || Is16BitFloat(t) || IsSupportedType(t);
 }
 

@@ -143,6 +143,7 @@ Status CheckElementwise(const KernelArgs& k) {
 
 StatusOr<Literal> Dispatch(KernelArgs& k) {
   const Instruction& instr = k.instr;
+  if (IsComplexKernel(k)) return EvalComplex(k);  // kernels_complex.cc
   if (IsElementwise(instr.opcode()) && instr.opcode() != Opcode::kStochasticConvert &&
       instr.opcode() != Opcode::kComplex && instr.opcode() != Opcode::kReal &&
       instr.opcode() != Opcode::kImag) {
@@ -219,15 +220,16 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kRaggedDot: return EvalRaggedDot(k);
     case Opcode::kCholesky: return EvalCholesky(k);
     case Opcode::kTriangularSolve: return EvalTriangularSolve(k);
-    case Opcode::kFft:
-      return NotSupported(instr);
+    case Opcode::kFft: return EvalFft(k);
 
     case Opcode::kTuple: return EvalTuple(k);
     case Opcode::kGetTupleElement: return EvalGetTupleElement(k);
     case Opcode::kWhile: return EvalWhile(k);
     case Opcode::kConditional: return EvalConditional(k);
     case Opcode::kCall: return EvalCall(k);
-    case Opcode::kCustomCall: return EvalCustomCall(k);
+    case Opcode::kCustomCall:
+      if (instr.attrs().custom_call_target == kBlockScaledDotTarget) return EvalBlockScaledDot(k);
+      return EvalCustomCall(k);
     case Opcode::kOptimizationBarrier: case Opcode::kDomain: return EvalCopyLike(k);
     case Opcode::kInfeed: return EvalInfeed(k);
     case Opcode::kOutfeed: return EvalOutfeed(k);
@@ -386,10 +388,10 @@ bool IsSupportedType(PrimitiveType t) {
     case PrimitiveType::S32: case PrimitiveType::S64: case PrimitiveType::U8:
     case PrimitiveType::U16: case PrimitiveType::U32: case PrimitiveType::U64:
     case PrimitiveType::F16: case PrimitiveType::BF16: case PrimitiveType::F32:
-    case PrimitiveType::F64:
+    case PrimitiveType::F64: case PrimitiveType::C64: case PrimitiveType::C128:
       return true;
     default:
-      return false;
+      return IsF8Type(t);
   }
 }
 
@@ -398,9 +400,14 @@ Literal WidenToF32(const Literal& lit) {
   s.set_element_type(PrimitiveType::F32);
   s.set_layout(std::nullopt);
   Literal out = Literal::Uninitialized(s);
-  const uint16_t* in = lit.data<uint16_t>();
   float* o = out.data<float>();
   int64_t n = lit.element_count();
+  if (IsF8Type(lit.element_type())) {
+    const uint8_t* codes = lit.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) o[i] = F8ToF32(lit.element_type(), codes[i]);
+    return out;
+  }
+  const uint16_t* in = lit.data<uint16_t>();
   if (lit.element_type() == PrimitiveType::BF16) {
     for (int64_t i = 0; i < n; ++i) o[i] = Bf16ToF32(in[i]);
   } else {
@@ -414,8 +421,13 @@ Literal NarrowFromF32(const Literal& f32, PrimitiveType to) {
   s.set_element_type(to);
   Literal out = Literal::Uninitialized(s);
   const float* in = f32.data<float>();
-  uint16_t* o = out.data<uint16_t>();
   int64_t n = f32.element_count();
+  if (IsF8Type(to)) {
+    uint8_t* codes = out.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) codes[i] = F32ToF8(to, in[i]);
+    return out;
+  }
+  uint16_t* o = out.data<uint16_t>();
   if (to == PrimitiveType::BF16) {
     for (int64_t i = 0; i < n; ++i) o[i] = F32ToBf16(in[i]);
   } else {
@@ -522,7 +534,7 @@ StatusOr<Literal> ApplyReducer(const Computation& reducer, const Literal& a, con
   PrimitiveType t = a.element_type();
   interp::ReducerKind kind = interp::ClassifyReducer(&reducer);
   int64_t n = a.element_count();
-  if (kind != interp::ReducerKind::kNone && !interp::Is16BitFloat(t) &&
+  if (kind != interp::ReducerKind::kNone && !interp::IsStagedFloat(t) && !IsComplex(t) &&
       !(t == PrimitiveType::PRED &&
         (kind == interp::ReducerKind::kAdd || kind == interp::ReducerKind::kMul))) {
     Literal out(a.shape());

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ir/computation.h"
+#include "ir/float8.h"
 #include "ir/instruction.h"
 #include "ir/literal.h"
 #include "runtime/interpreter.h"
@@ -125,6 +126,17 @@ StatusOr<Literal> EvalCustomCall(KernelArgs& k);
 StatusOr<Literal> EvalInfeed(KernelArgs& k);
 StatusOr<Literal> EvalOutfeed(KernelArgs& k);
 StatusOr<Literal> EvalCollective(KernelArgs& k);
+// kernels_complex.cc: c64/c128 elementwise ops, real/imag/complex, converts
+// to and from complex, and complex dots.
+bool IsComplexKernel(const KernelArgs& k);  // true when EvalComplex handles k
+StatusOr<Literal> EvalComplex(KernelArgs& k);
+Literal ConvertComplex(const Literal& in, PrimitiveType to);  // either side complex
+StatusOr<Literal> EvalComplexDot(KernelArgs& k);
+// kernels_fft.cc: fft (FFT, IFFT, RFFT, IRFFT) over the trailing dims.
+StatusOr<Literal> EvalFft(KernelArgs& k);
+// kernels_block_scaled_dot.cc: custom-call "__op$block_scaled_dot".
+inline constexpr const char* kBlockScaledDotTarget = "__op$block_scaled_dot";
+StatusOr<Literal> EvalBlockScaledDot(KernelArgs& k);
 
 // ---- helpers ---------------------------------------------------------------
 
@@ -151,12 +163,20 @@ inline bool Is16BitFloat(PrimitiveType t) {
   return t == PrimitiveType::F16 || t == PrimitiveType::BF16;
 }
 
-// Copies `lit` converted to f32 (REQUIRES: f16 or bf16) and back with
+// Floats stored narrower than they are computed: f16, bf16 and the f8 types
+// are widened to f32, computed and rounded back (XLA's CPU semantics).
+inline bool IsStagedFloat(PrimitiveType t) { return Is16BitFloat(t) || IsF8Type(t); }
+
+// Copies `lit` converted to f32 (REQUIRES: IsStagedFloat) and back with
 // round-to-nearest-even.
 Literal WidenToF32(const Literal& lit);
 Literal NarrowFromF32(const Literal& f32, PrimitiveType to);
 inline float RoundTo16(float v, PrimitiveType t) {
   return t == PrimitiveType::BF16 ? Bf16ToF32(F32ToBf16(v)) : F16ToF32(F32ToF16(v));
+}
+// RoundTo16 for every staged float type.
+inline float RoundToStaged(float v, PrimitiveType t) {
+  return IsF8Type(t) ? F8ToF32(t, F32ToF8(t, v)) : RoundTo16(v, t);
 }
 
 // Converts every element of an array literal to `to` with XLA's convert

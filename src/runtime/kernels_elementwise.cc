@@ -315,8 +315,8 @@ StatusOr<Literal> EvalUnary(KernelArgs& k) {
   int64_t n = k.op(0).element_count();
   if (op == Opcode::kIsFinite) {
     if (!IsFloatingPoint(t)) return OpTypeError(instr, t);
-    Literal a32 = Is16BitFloat(t) ? WidenToF32(k.op(0)) : Literal();
-    const Literal& a = Is16BitFloat(t) ? a32 : k.op(0);
+    Literal a32 = IsStagedFloat(t) ? WidenToF32(k.op(0)) : Literal();
+    const Literal& a = IsStagedFloat(t) ? a32 : k.op(0);
     Literal out(k.shape());
     uint8_t* o = out.data<uint8_t>();
     if (a.element_type() == PrimitiveType::F64) {
@@ -328,7 +328,7 @@ StatusOr<Literal> EvalUnary(KernelArgs& k) {
     }
     return out;
   }
-  if (Is16BitFloat(t)) {
+  if (IsStagedFloat(t)) {
     Literal a32 = WidenToF32(k.op(0));
     float* p = a32.data<float>();
     if (!UnaryFloat<float>(op, p, p, n)) return OpTypeError(instr, t);
@@ -361,7 +361,7 @@ StatusOr<Literal> EvalBinary(KernelArgs& k) {
     return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
                                  k.op(1).shape().ToString(false) + " differ");
   int64_t n = k.op(0).element_count();
-  if (Is16BitFloat(t)) {
+  if (IsStagedFloat(t)) {
     Literal a32 = WidenToF32(k.op(0));
     Literal b32 = WidenToF32(k.op(1));
     float* p = a32.data<float>();
@@ -401,7 +401,7 @@ StatusOr<Literal> EvalCompare(KernelArgs& k) {
   Literal out = Literal::Uninitialized(k.shape());
   uint8_t* o = out.data<uint8_t>();
   bool total = instr.attrs().comparison_type == "TOTALORDER";
-  if (Is16BitFloat(t)) {
+  if (IsStagedFloat(t)) {
     Literal a32 = WidenToF32(k.op(0)), b32 = WidenToF32(k.op(1));
     if (total) CompareTotalOrder(dir, a32.data<float>(), b32.data<float>(), o, n);
     else CompareLoop(dir, a32.data<float>(), b32.data<float>(), o, n);
@@ -435,6 +435,17 @@ StatusOr<Literal> EvalSelect(KernelArgs& k) {
   const uint8_t* t_raw = on_true.raw();
   const uint8_t* f_raw = on_false.raw();
   Literal out = k.donatable[1] ? k.TakeOrAllocate(1) : k.TakeOrAllocate(2);
+  if (IsF8Type(out.element_type()) || IsComplex(out.element_type())) {
+    // No storage type: copy elements as bytes (the output may alias either
+    // value operand, so copy element by element).
+    const int64_t w = ByteWidth(out.element_type());
+    uint8_t* o = out.raw();
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* src = (scalar_pred ? p[0] : p[i]) ? t_raw : f_raw;
+      if (src + i * w != o + i * w) std::memmove(o + i * w, src + i * w, w);
+    }
+    return out;
+  }
   DispatchStorage(out.element_type(), [&]<typename T>() {
     const T* a = reinterpret_cast<const T*>(t_raw);
     const T* b = reinterpret_cast<const T*>(f_raw);
@@ -458,7 +469,7 @@ StatusOr<Literal> EvalClamp(KernelArgs& k) {
       (hi->element_count() != n && hi->element_count() != 1))
     return InstrError(k.instr, "clamp operand shapes differ");
   Literal lo32, x32, hi32;
-  if (Is16BitFloat(t)) {
+  if (IsStagedFloat(t)) {
     lo32 = WidenToF32(*lo), x32 = WidenToF32(*x), hi32 = WidenToF32(*hi);
     lo = &lo32, x = &x32, hi = &hi32;
   }
@@ -476,7 +487,7 @@ StatusOr<Literal> EvalClamp(KernelArgs& k) {
       o[i] = ApplyReducerKind(ReducerKind::kMin, a, h[i * hi_step]);
     }
   });
-  if (Is16BitFloat(t)) return NarrowFromF32(out, t);
+  if (IsStagedFloat(t)) return NarrowFromF32(out, t);
   return out;
 }
 
@@ -486,7 +497,17 @@ Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
   s.set_element_type(to);
   if (from == to) return in;
   int64_t n = in.element_count();
-  if (Is16BitFloat(from)) return ConvertLiteral(WidenToF32(in), to);
+  if (IsComplex(from) || IsComplex(to)) return ConvertComplex(in, to);  // kernels_complex.cc
+  if (IsStagedFloat(from)) return ConvertLiteral(WidenToF32(in), to);
+  if (IsF8Type(to)) {
+    // Round once, from the exact f64 value (no double rounding through f32).
+    Literal wide = ConvertLiteral(in, PrimitiveType::F64);
+    Literal out = Literal::Uninitialized(s);
+    const double* p = wide.data<double>();
+    uint8_t* o = out.data<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) o[i] = F64ToF8(to, p[i]);
+    return out;
+  }
   if (Is16BitFloat(to)) {
     if (from == PrimitiveType::F64) {
       // Round once, straight from f64, so no double rounding through f32.
@@ -565,7 +586,7 @@ StatusOr<Literal> EvalIota(KernelArgs& k) {
     return InstrError(k.instr, "iota_dimension " + std::to_string(d) + " out of range");
   PrimitiveType t = s.element_type();
   Shape s32 = s;
-  if (Is16BitFloat(t)) s32.set_element_type(PrimitiveType::F32);
+  if (IsStagedFloat(t)) s32.set_element_type(PrimitiveType::F32);
   Literal out(s32);
   int64_t n = out.element_count();
   int64_t inner = 1;
@@ -578,7 +599,7 @@ StatusOr<Literal> EvalIota(KernelArgs& k) {
       o[i] = t == PrimitiveType::PRED ? static_cast<T>(v != 0) : static_cast<T>(v);
     }
   });
-  if (Is16BitFloat(t)) return NarrowFromF32(out, t);
+  if (IsStagedFloat(t)) return NarrowFromF32(out, t);
   return out;
 }
 

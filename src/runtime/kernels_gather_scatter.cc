@@ -219,7 +219,7 @@ StatusOr<Literal> EvalScatter(KernelArgs& k) {
       continue;
     }
     if (kind != ReducerKind::kNone) {
-      if (Is16BitFloat(t)) {
+      if (IsStagedFloat(t)) {
         float a = static_cast<float>(outs[0].GetDouble(off));
         float b = static_cast<float>(k.op(n + 1).GetDouble(e));
         outs[0].SetDouble(off, ApplyReducerKind<float>(kind, a, b));

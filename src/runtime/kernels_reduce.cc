@@ -38,6 +38,7 @@ Literal MakeResult(std::vector<Literal> outs) {
 // Maps pred add/multiply onto or/and, which is what they compute on 0/1.
 ReducerKind FastKind(const Computation* c, PrimitiveType t) {
   ReducerKind kind = ClassifyReducer(c);
+  if (IsComplex(t)) return ReducerKind::kNone;  // interpreted (kernels_complex.cc)
   if (t == PrimitiveType::PRED) {
     if (kind == ReducerKind::kAdd) return ReducerKind::kOr;
     if (kind == ReducerKind::kMul) return ReducerKind::kAnd;
@@ -101,18 +102,18 @@ void FillWith(Literal& out, const Literal& scalar) {
 // function; returns false when the type has no fast path.
 template <typename Body>
 bool WithComputeType(PrimitiveType t, Body&& body) {
-  if (Is16BitFloat(t)) {
-    body.template operator()<float>([t](float v) { return RoundTo16(v, t); });
+  if (IsStagedFloat(t)) {
+    body.template operator()<float>([t](float v) { return RoundToStaged(v, t); });
     return true;
   }
   return DispatchCompute(t, [&]<typename T>() { body.template operator()<T>([](T v) { return v; }); });
 }
 
 Literal ToCompute(const Literal& l) {
-  return Is16BitFloat(l.element_type()) ? WidenToF32(l) : l;
+  return IsStagedFloat(l.element_type()) ? WidenToF32(l) : l;
 }
 Literal FromCompute(const Literal& l, PrimitiveType t) {
-  return Is16BitFloat(t) ? NarrowFromF32(l, t) : l;
+  return IsStagedFloat(t) ? NarrowFromF32(l, t) : l;
 }
 
 // For each output position and window position along one dimension, the
@@ -590,7 +591,7 @@ StatusOr<Literal> EvalSort(KernelArgs& k) {
   std::vector<Literal> outs;
   for (size_t i = 0; i < n; ++i) outs.emplace_back(Shape(k.op(i).element_type(), dims));
   auto simple = ClassifyComparator(cmp, n);
-  if (simple && Is16BitFloat(k.op(simple->operand).element_type())) simple.reset();
+  if (simple && IsStagedFloat(k.op(simple->operand).element_type())) simple.reset();
   int64_t slices = 1;
   for (int64_t d : outer_dims) slices *= d;
   if (len == 0 || slices == 0) return MakeResult(std::move(outs));

@@ -2,11 +2,13 @@
 // the reference and partitioned runs, and per-manual-group assembly.
 #include "spmd/device_layout.h"
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <tuple>
 
 #include "collectives/collectives.h"
+#include "ir/float8.h"
 #include "spmd/executor.h"
 
 namespace meshsplit {
@@ -353,8 +355,21 @@ void FillRandomValues(Literal& lit, std::mt19937_64& rng) {
   } else if (IsUnsignedInteger(t) && t != PrimitiveType::U2 && t != PrimitiveType::U4) {
     std::uniform_int_distribution<int64_t> d(0, 8);
     for (int64_t i = 0; i < n; ++i) lit.SetInt(i, d(rng));
+  } else if (t == PrimitiveType::F8E8M0FNU) {
+    // An exponent-only scale type: random powers of two around 1.
+    std::uniform_int_distribution<int> d(-3, 3);
+    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, std::ldexp(1.0, d(rng)));
+  } else if (IsF8Type(t)) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, d(rng));
+  } else if (t == PrimitiveType::C64 || t == PrimitiveType::C128) {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    for (int64_t i = 0; i < 2 * n; ++i) {
+      if (t == PrimitiveType::C64) lit.data<float>()[i] = static_cast<float>(d(rng));
+      else lit.data<double>()[i] = d(rng);
+    }
   }
-  // Other types (complex, f8, sub-byte) stay zero.
+  // Other types (sub-byte) stay zero.
 }
 
 std::vector<Sharding> LeafShardings(const Shape& shape, const Sharding& sharding) {

@@ -99,7 +99,8 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
                             const std::vector<int64_t>& rhs_to_iter,
                             const std::vector<int64_t>& out_to_iter, int64_t n_iter,
                             const std::vector<int64_t>& lhs_contracting,
-                            const std::vector<int64_t>& rhs_contracting) {
+                            const std::vector<int64_t>& rhs_contracting,
+                            const LocalContraction& make_local) {
   const Shape& lhs_shape = instr.operand(0)->shape();
   const Shape& rhs_shape = instr.operand(1)->shape();
   Sharding out = ctx.ShardingOf(instr);
@@ -148,7 +149,7 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   };
   PartitionedValue l, r;
   Instruction* d = nullptr;
-  if (ctx.options.windowed_einsum_threshold_bytes >= 0) {
+  if (ctx.options.windowed_einsum_threshold_bytes >= 0 && !make_local) {
     // Window the operand whose gather would be the larger.
     const int first =
         LocalShape(rhs_shape, rt).ByteSize() > LocalShape(lhs_shape, lt).ByteSize() ? 1 : 0;
@@ -163,19 +164,11 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
       if (d != nullptr) break;
     }
   }
-  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter) {
-    // The reduce-scatter loop, when the partial sums would be scattered.
-    if (l.hlo == nullptr) l = prepare(0);
-    if (r.hlo == nullptr) r = prepare(1);
-    if (Instruction* w = TryWindowedReduceScatter(ctx, instr, space, l, r, partial, out)) {
-      ctx.Set(instr, {w, instr.shape(), out});
-      return Status::Ok();
-    }
-  }
   if (d == nullptr) {
     if (l.hlo == nullptr) l = prepare(0);
     if (r.hlo == nullptr) r = prepare(1);
-    d = ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
+    d = make_local ? make_local(l, r, LocalShape(instr.shape(), partial))
+                   : ctx.Clone(instr, LocalShape(instr.shape(), partial), {l.hlo, r.hlo});
   }
   SpmdBuilder::ScopedCause rule(ctx.b, instr, HasUnreduced(partial)
                                                   ? "contracting dims sharded -> partial sums"

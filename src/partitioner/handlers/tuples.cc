@@ -53,6 +53,7 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
     ctx.Set(instr, {copy, instr.shape(), s});
     return Status::Ok();
   }
+  if (IsBlockScaledDot(instr)) return HandleBlockScaledDot(ctx, instr);
   if (target == "TopK") return HandleTopK(ctx, instr);  // handlers/linalg.cc
   return ctx.Fallback(instr, "custom-call target '" + target + "'");
 }

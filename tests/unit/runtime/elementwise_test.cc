@@ -280,11 +280,11 @@ TEST(Elementwise, UnsupportedTypeNamesInstruction) {
   Status s = RunStatus(R"(HloModule m
 ENTRY e {
   a = f32[2] parameter(0)
-  ROOT c = f8e4m3fn[2] convert(a)
+  ROOT c = f4e2m1fn[2] convert(a)
 })",
                        {F32({2}, {1, 2})});
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("f8e4m3fn"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("f4e2m1fn"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("%c"), std::string::npos) << s.message();
   EXPECT_EQ(s.loc().line, 4);
 }
