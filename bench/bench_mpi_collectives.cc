@@ -130,8 +130,16 @@ int Main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r) envelope = std::min(envelope, TimeRound(op, 2000));
   }
   if (rank == 0) {
-    std::printf("mpi collectives, np=%d, %d rounds, agreement check %s\n", n, rounds,
-                check ? "on" : "off");
+    // The machine's load at the end of the run: on a shared machine the
+    // numbers mean little without it.
+    char load[64] = "?";
+    if (std::FILE* f = std::fopen("/proc/loadavg", "r")) {
+      if (std::fgets(load, sizeof(load), f) == nullptr) std::snprintf(load, sizeof(load), "?");
+      std::fclose(f);
+      load[std::strcspn(load, "\n")] = '\0';
+    }
+    std::printf("mpi collectives, np=%d, %d rounds, agreement check %s, loadavg %s\n", n,
+                rounds, check ? "on" : "off", load);
     std::printf("raw MPI_Allgather of the %lld-byte agreement envelope: %.2f us\n",
                 static_cast<long long>(MpiCommunicator::kEnvelopeBytes), envelope * 1e6);
     std::printf("%-20s %10s %12s %12s %10s %7s %7s\n", "op", "bytes/rank", "ours us",

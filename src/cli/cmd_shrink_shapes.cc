@@ -1,4 +1,5 @@
-// `meshsplit shrink-shapes FILE [--max-memory GiB] [--num-partitions N]`:
+// `meshsplit shrink-shapes FILE [--max-memory GiB] [--num-partitions N]
+// [--propagate] [--min-dim K] [--divisor K]`:
 // prints the module with its large dims made small (same ops, same
 // shardings, divisibility by every tile count kept; see
 // transforms/shrink_shapes.h), the way the conformance runner executes
@@ -23,6 +24,7 @@ struct ShrinkShapesCliOptions {
   int64_t num_partitions = 0;
   bool propagate = false;
   int64_t min_dim = 4;
+  int64_t divisor = 0;
 };
 
 int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
@@ -32,6 +34,7 @@ int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
   if (o.num_partitions > 0) m.set_num_partitions(o.num_partitions);
   ShrinkShapesOptions options;
   options.min_dim = o.min_dim;
+  options.divisor = o.divisor;
   // Shardings that propagation would add constrain divisibility too: work
   // them out on a copy and let the shrink respect them.
   std::unique_ptr<Module> propagated;
@@ -78,6 +81,10 @@ const bool kRegistered = RegisterCommand(
       app->add_flag("--propagate", o->propagate,
                     "also keep divisibility by the tile counts sharding propagation infers");
       app->add_option("--min-dim", o->min_dim, "smallest size a shrinkable dim gets")
+          ->capture_default_str();
+      app->add_option("--divisor", o->divisor,
+                      "give a dim of size S about S/K instead of the smallest size (keeps "
+                      "proportions; 0 = smallest)")
           ->capture_default_str();
       return [o]() { return RunShrinkShapes(*o); };
     });

@@ -20,6 +20,7 @@
 #include "spmd/mpi_runner.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
+#include "transforms/batch_norm_expander.h"
 
 namespace meshsplit::cli {
 namespace {
@@ -109,6 +110,48 @@ int64_t DefaultPartitions(const Module& m) {
   return n > 1 ? n : 2;
 }
 
+// --init fan-in: batch-norm ops of the entry whose scale / offset (and, for
+// inference, mean / variance) are entry parameters get PyTorch's initial
+// values 1 / 0 (0 / 1) for them. Their roles are visible only while the ops
+// are fused, so this runs before the expansion.
+std::map<int64_t, Literal> BatchNormParameterValues(const Computation& entry) {
+  std::map<int64_t, Literal> out;
+  auto set = [&](const Instruction& bn, int operand, double value) {
+    if (bn.operand_count() <= operand) return;
+    const Instruction* p = bn.operand(operand);
+    if (p->opcode() != Opcode::kParameter || !p->shape().IsArray()) return;
+    PrimitiveType t = p->shape().element_type();
+    if (t != PrimitiveType::F16 && t != PrimitiveType::BF16 && t != PrimitiveType::F32 &&
+        t != PrimitiveType::F64)
+      return;
+    Shape shape = p->shape();
+    shape.clear_layout();
+    Literal lit(shape);
+    for (int64_t i = 0; i < lit.element_count(); ++i) lit.SetDouble(i, value);
+    out.emplace(p->attrs().parameter_number, std::move(lit));
+  };
+  for (const auto& instr : entry.instructions()) {
+    switch (instr->opcode()) {
+      case Opcode::kBatchNormTraining:
+        set(*instr, 1, 1.0);
+        set(*instr, 2, 0.0);
+        break;
+      case Opcode::kBatchNormInference:
+        set(*instr, 1, 1.0);
+        set(*instr, 2, 0.0);
+        set(*instr, 3, 0.0);
+        set(*instr, 4, 1.0);
+        break;
+      case Opcode::kBatchNormGrad:
+        set(*instr, 1, 1.0);
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
 int RunVerify(const VerifyFlags& flags) {
   if (flags.backend != "threads" && flags.backend != "mpi")
     return ReportError(Status::Error("verify: unknown backend '" + flags.backend +
@@ -118,23 +161,43 @@ int RunVerify(const VerifyFlags& flags) {
                                      "' (uniform or fan-in)"));
   if (flags.backend == "mpi" && (flags.init != "uniform" || !flags.inputs.empty()))
     return ReportError(Status::Error("verify: --init and --inputs need --backend threads"));
-  StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, flags.shard);
+  // Batch-norm roles are read before the expansion LoadShardedModule would do.
+  const bool fan_in = flags.init == "fan-in";
+  ShardFlags load_flags = flags.shard;
+  if (fan_in) load_flags.keep_batch_norm = true;
+  StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(flags.file, load_flags);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
+  std::map<int64_t, Literal> given;
+  if (fan_in && m.entry() != nullptr) {
+    given = BatchNormParameterValues(*m.entry());
+    if (!given.empty())
+      std::cerr << "note: --init fan-in: " << given.size()
+                << " batch-norm scale/offset/mean/variance parameters set to 1/0/0/1\n";
+  }
+  if (fan_in && !flags.shard.keep_batch_norm) {
+    StatusOr<int64_t> expanded = ExpandBatchNorm(m);
+    if (!expanded.ok()) return ReportError(expanded.status());
+    if (*expanded > 0)
+      std::cerr << "note: expanded " << *expanded
+                << " batch-norm ops into reductions and elementwise ops (--keep-batch-norm "
+                   "keeps them)\n";
+  }
   VerifyOptions options;
-  options.init = flags.init == "fan-in" ? InputInit::kFanIn : InputInit::kUniform;
+  options.init = fan_in ? InputInit::kFanIn : InputInit::kUniform;
   options.max_probe_bytes = flags.probe_limit_mib << 20;
   if (!flags.inputs.empty()) {
     if (m.entry() == nullptr)
       return ReportError(Status::Error(flags.file + ": module has no entry computation"));
-    StatusOr<std::map<int64_t, Literal>> given = ReadGivenInputs(*m.entry(), flags.inputs);
-    if (!given.ok()) return ReportError(given.status());
-    std::cerr << "note: " << given->size() << " of " << m.entry()->parameter_count()
+    StatusOr<std::map<int64_t, Literal>> read = ReadGivenInputs(*m.entry(), flags.inputs);
+    if (!read.ok()) return ReportError(read.status());
+    std::cerr << "note: " << read->size() << " of " << m.entry()->parameter_count()
               << " entry parameters read from " << flags.inputs << ", the others generated (--init "
               << flags.init << ", --seed " << flags.seed << ")\n";
-    options.given_inputs =
-        std::make_shared<const std::map<int64_t, Literal>>(std::move(given).value());
+    for (auto& [index, value] : *read) given.insert_or_assign(index, std::move(value));
   }
+  if (!given.empty())
+    options.given_inputs = std::make_shared<const std::map<int64_t, Literal>>(std::move(given));
   options.num_partitions =
       flags.num_partitions > 0 ? flags.num_partitions : DefaultPartitions(m);
   options.seed = flags.seed;
@@ -209,8 +272,8 @@ const bool kRegistered = RegisterCommand(
       app->add_option("--init", flags->init,
                       "How the random inputs are drawn: 'uniform' (default: floats in [-1, 1]) "
                       "or 'fan-in' (as uniform, but parameters used as convolution kernels or "
-                      "dot operands get N(0, 1/fan_in), keeping deep networks well "
-                      "conditioned; see docs/models.md)");
+                      "dot operands get N(0, 1/fan_in), and batch-norm scale/offset 1/0, "
+                      "keeping deep networks well conditioned; see docs/models.md)");
       app->add_option("--inputs", flags->inputs,
                       "Directory of .npy files (<parameter name>.npy or param<i>.npy, full "
                       "shapes, as for run --inputs); they replace the generated values of "

@@ -25,6 +25,18 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
       [](const int64_t& bytes) { DefaultWindowedEinsumThresholdBytes() = bytes; },
       "Windowed einsum: loop over shards with collective-permute instead of "
       "all-gathering a dot operand bigger than BYTES per partition (default: off)");
+  app->add_option_function<int64_t>(
+      "--windowed-einsum-max-iterations",
+      [](const int64_t& n) { DefaultMaxWindowedEinsumIterations() = n; },
+      "Windowed einsum: no loop of more than N iterations (default 32)");
+  app->add_flag_function(
+      "--windowed-einsum-bidirectional",
+      [](int64_t count) { DefaultBidirectionalWindowedEinsum() = count > 0; },
+      "Windowed einsum: pass shards both ways around the ring (half the iterations)");
+  app->add_flag_function(
+      "--windowed-einsum-reduce-scatter",
+      [](int64_t count) { DefaultWindowedEinsumReduceScatter() = count > 0; },
+      "Windowed einsum: also loop over result blocks instead of reduce-scattering partial sums");
 }
 
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,

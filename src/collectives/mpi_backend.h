@@ -175,6 +175,7 @@ class MpiCommunicator final : public Communicator {
   uint64_t history_ = kHistorySeed;
   std::vector<uint64_t> inline_;  // one inlined payload per device
   std::vector<const void*> inputs_;
+  std::vector<MPI_Request> requests_;
   std::vector<unsigned char> send_, recv_, envelopes_;
 };
 

@@ -19,6 +19,11 @@ namespace meshsplit {
 // partitions (partition, verify, run, report) sees the same value without
 // threading it through each caller's own options.
 int64_t& DefaultWindowedEinsumThresholdBytes();
+// Process-wide defaults of the other windowed-einsum options, set the same
+// way (see PartitionOptions).
+int64_t& DefaultMaxWindowedEinsumIterations();
+bool& DefaultBidirectionalWindowedEinsum();
+bool& DefaultWindowedEinsumReduceScatter();
 
 struct PartitionOptions {
   // Number of partitions (devices); 0 takes num_partitions from the module
@@ -34,6 +39,19 @@ struct PartitionOptions {
   // per iteration. Negative: off. Defaults to the process-wide value the
   // CLI's --windowed-einsum-threshold sets (-1 unless given).
   int64_t windowed_einsum_threshold_bytes = DefaultWindowedEinsumThresholdBytes();
+  // A windowed loop that would run more iterations than this is not used
+  // (the operand is gathered / the partial sums reduce-scattered as usual);
+  // XLA's max_windowed_einsum_iteration. Default 32, as XLA.
+  int64_t max_windowed_einsum_iterations = DefaultMaxWindowedEinsumIterations();
+  // Windowed loops pass shards both ways around the ring, two per iteration
+  // (half the iterations); rings of odd size stay one-way. XLA's
+  // bidirectional_windowed_einsum.
+  bool bidirectional_windowed_einsum = DefaultBidirectionalWindowedEinsum();
+  // Also window a dot whose partial sums would be reduce-scattered: the
+  // result blocks' running sums travel around the ring instead (the
+  // "reduce-scatter loop"). Applies with the same byte threshold, measured
+  // on the partial result.
+  bool windowed_einsum_reduce_scatter = DefaultWindowedEinsumReduceScatter();
 };
 
 // REQUIRES: shardings already assigned (propagation ran, or an unannotated

@@ -13,8 +13,9 @@
 //  - dynamic-slice / dynamic-update-slice clamp start indices into range,
 //    gather clamps its starts, scatter skips out-of-bounds update windows;
 //  - conditional with an out-of-range branch index runs the last branch.
-// Unsupported ops (fft, cholesky, triangular-solve, complex and f8 types...)
-// return an error that names the instruction.
+// cholesky, triangular-solve and ragged-dot run as small f64 loops
+// (kernels_linalg.cc, kernels_ragged_dot.cc). Unsupported ops (fft, complex
+// and f8 types...) return an error that names the instruction.
 #pragma once
 
 #include <cstdint>

@@ -9,11 +9,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdio>
 #include <cstring>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -22,6 +24,7 @@
 
 #include "ir/computation.h"
 #include "ir/partitioned_rng.h"
+#include "partitioner/partitioner.h"
 #include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -71,6 +74,55 @@ std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
     }
   return "";
 }
+
+// The windowed-einsum options of a case's `// options:` line (XLA's
+// SpmdPartitionerOptions / debug options; only the first configuration
+// when several are separated by '|'), installed as the partitioner's
+// process-wide defaults while the case runs and restored afterwards:
+// threshold_for_windowed_einsum_mib (also as the GPU debug option),
+// max_windowed_einsum_iteration and bidirectional_windowed_einsum. A
+// threshold also enables the reduce-scatter loop, as in XLA.
+class WindowedEinsumOptions {
+ public:
+  explicit WindowedEinsumOptions(const std::string& text)
+      : threshold_(DefaultWindowedEinsumThresholdBytes()),
+        max_iterations_(DefaultMaxWindowedEinsumIterations()),
+        both_ways_(DefaultBidirectionalWindowedEinsum()),
+        reduce_scatter_(DefaultWindowedEinsumReduceScatter()) {
+    std::smatch line;
+    static const std::regex kOptions(R"(^// options:([^\n]*))", std::regex::multiline);
+    if (!std::regex_search(text, line, kOptions)) return;
+    std::string first = line[1].str();
+    first = first.substr(0, first.find('|'));
+    auto number = [&](const char* pattern) -> std::optional<int64_t> {
+      std::smatch m;
+      if (!std::regex_search(first, m, std::regex(pattern))) return std::nullopt;
+      return std::stoll(m[1].str());
+    };
+    std::optional<int64_t> mib = number(R"(threshold_for_windowed_einsum_mib\s*=\s*(\d+))");
+    if (!mib) mib = number(R"(set_xla_gpu_threshold_for_windowed_einsum_mib\((\d+)\))");
+    if (mib && *mib < (int64_t{1} << 40)) {
+      DefaultWindowedEinsumThresholdBytes() = *mib << 20;
+      DefaultWindowedEinsumReduceScatter() = true;
+    }
+    if (std::optional<int64_t> it = number(R"(max_windowed_einsum_iteration\s*=\s*(\d+))"))
+      DefaultMaxWindowedEinsumIterations() = *it;
+    if (std::regex_search(first, std::regex(R"(bidirectional_windowed_einsum\s*=\s*true)")))
+      DefaultBidirectionalWindowedEinsum() = true;
+  }
+  ~WindowedEinsumOptions() {
+    DefaultWindowedEinsumThresholdBytes() = threshold_;
+    DefaultMaxWindowedEinsumIterations() = max_iterations_;
+    DefaultBidirectionalWindowedEinsum() = both_ways_;
+    DefaultWindowedEinsumReduceScatter() = reduce_scatter_;
+  }
+  WindowedEinsumOptions(const WindowedEinsumOptions&) = delete;
+  WindowedEinsumOptions& operator=(const WindowedEinsumOptions&) = delete;
+
+ private:
+  int64_t threshold_, max_iterations_;
+  bool both_ways_, reduce_scatter_;
+};
 
 // Instructions the entry's result or outfeeds depend on (through operands,
 // control edges and called computations): what a run evaluates.
@@ -376,41 +428,83 @@ PartitioningCaseResult VerifyCase(const PartitioningCase& c, Module& mod, Module
   return mark(Make(c, CaseOutcome::kFailed, detail));
 }
 
+// "all-gather x2, collective-permute x5": the collectives of a
+// partitioned module (every computation), by opcode.
+std::string CollectiveCounts(const Module& m) {
+  std::map<std::string, int64_t> counts;
+  for (const auto& c : m.computations())
+    for (const auto& i : c->instructions())
+      if (GetOpcodeFamily(i->opcode()) == OpcodeFamily::kCollective)
+        counts[std::string(OpcodeName(i->opcode()))]++;
+  std::string out;
+  for (const auto& [name, n] : counts)
+    out += (out.empty() ? "" : ", ") + name + " x" + std::to_string(n);
+  return out.empty() ? "none" : out;
+}
+
 // A case too large to run as written: shrink the original (fresh from
 // `text`; `full` is the full-size module after propagation, whose
 // shardings also constrain divisibility), partition the shrunk module the
 // same way and verify it. The full-size partitioning has already passed.
 PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::string& text,
-                                          const Module& full, uint64_t seed,
+                                          const Module& full, const Module& full_partitioned,
+                                          uint64_t seed,
                                           int64_t max_run_bytes, const std::string& opaque,
                                           const std::string& too_large) {
   const std::string not_run = "partitioned OK, not run: " + too_large;
-  StatusOr<std::unique_ptr<Module>> small = ParseModuleText(text);
-  if (!small.ok()) return Skip(c, "too large", not_run + "; reparse: " + small.status().message());
-  ShrinkShapesOptions shrink;
-  shrink.sharding_source = &full;
-  StatusOr<ShrinkShapesReport> report = ShrinkShapes(**small, shrink);
-  if (!report.ok())
-    return Skip(c, "too large", not_run + "; no reduced shapes: " + report.status().message());
-  const std::string reduced = report->Summary();
-  std::string stage;
-  StatusOr<std::unique_ptr<Module>> partitioned =
-      PropagateAndPartition(**small, c.num_partitions, c.propagate, /*strict=*/false, &stage);
-  if (!partitioned.ok()) {
-    PartitioningCaseResult r =
-        Make(c, CaseOutcome::kFailed,
-             "at reduced shapes: " + reduced + ": " + stage + ": " +
-                 partitioned.status().ToString());
-    r.reduced_shapes = true;
-    return r;
+  const std::string full_collectives = CollectiveCounts(full_partitioned);
+  // The smallest shapes first; sizes can steer the partitioner (which
+  // operand to reshard, whether to window an einsum), so while the
+  // collectives differ from the full-size partitioning, try shapes that
+  // keep more of the original proportions, within a small budget.
+  const int64_t kProportionalBudget = std::min<int64_t>(max_run_bytes / 8, int64_t{256} << 20);
+  std::unique_ptr<Module> small, partitioned;
+  std::string reduced, small_collectives;
+  for (int64_t divisor : {int64_t{0}, int64_t{4096}, int64_t{1024}, int64_t{256}, int64_t{64}}) {
+    StatusOr<std::unique_ptr<Module>> m = ParseModuleText(text);
+    if (!m.ok()) return Skip(c, "too large", not_run + "; reparse: " + m.status().message());
+    ShrinkShapesOptions shrink;
+    shrink.sharding_source = &full;
+    shrink.divisor = divisor;
+    StatusOr<ShrinkShapesReport> report = ShrinkShapes(**m, shrink);
+    if (!report.ok()) {
+      if (small) break;
+      return Skip(c, "too large", not_run + "; no reduced shapes: " + report.status().message());
+    }
+    std::string stage;
+    StatusOr<std::unique_ptr<Module>> p =
+        PropagateAndPartition(**m, c.num_partitions, c.propagate, /*strict=*/false, &stage);
+    if (!p.ok()) {
+      if (small) break;  // keep the smaller shapes that did partition
+      PartitioningCaseResult r =
+          Make(c, CaseOutcome::kFailed,
+               "at reduced shapes: " + report->Summary() + ": " + stage + ": " +
+                   p.status().ToString());
+      r.reduced_shapes = true;
+      return r;
+    }
+    if (small && EstimateRunBytes(**m, **p, c.num_partitions) > kProportionalBudget) break;
+    // Larger shapes replace the smallest only when they partition like
+    // the full-size module.
+    std::string collectives = CollectiveCounts(**p);
+    if (small && collectives != full_collectives) continue;
+    small = std::move(*m);
+    partitioned = std::move(*p);
+    reduced = report->Summary();
+    small_collectives = std::move(collectives);
+    if (small_collectives == full_collectives) break;
   }
-  if (std::string rnd = PerDeviceRandom(**small, **partitioned); !rnd.empty())
+  if (std::string rnd = PerDeviceRandom(*small, *partitioned); !rnd.empty())
     return Skip(c, "per-device random values",
                 "partitioned OK at full and reduced shapes, not run: " + rnd);
-  if (std::string still = TooLargeReason(**small, **partitioned, c.num_partitions, max_run_bytes);
+  if (std::string still = TooLargeReason(*small, *partitioned, c.num_partitions, max_run_bytes);
       !still.empty())
     return Skip(c, "too large", not_run + "; at reduced shapes (" + reduced + ") " + still);
-  return VerifyCase(c, **small, **partitioned, seed, max_run_bytes, opaque, reduced);
+  std::string note = reduced;
+  if (full_collectives != small_collectives)
+    note += "; collectives differ from the full-size partitioning: " + full_collectives +
+            " at full size, " + small_collectives + " reduced";
+  return VerifyCase(c, *small, *partitioned, seed, max_run_bytes, opaque, note);
 }
 
 }  // namespace
@@ -504,6 +598,7 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
   std::stringstream buf;
   buf << in.rdbuf();
   const std::string text = buf.str();
+  const WindowedEinsumOptions windowed_einsum(text);
   static const std::regex kUnsupportedType(R"(\b(f4e2m1fn)\[)");
   std::smatch m;
   if (std::regex_search(text, m, kUnsupportedType))
@@ -543,7 +638,8 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
     return finish(VerifyCase(c, mod, **partitioned, seed, max_run_bytes, opaque, ""));
   // Too large to run: the full-size module partitioned fine (checked
   // above); now run the same case at reduced shapes.
-  return finish(RunAtReducedShapes(c, text, mod, seed, max_run_bytes, opaque, too_large));
+  return finish(
+      RunAtReducedShapes(c, text, mod, **partitioned, seed, max_run_bytes, opaque, too_large));
 }
 
 StatusOr<PartitioningSummary> RunPartitioningConformance(

@@ -40,6 +40,9 @@ const std::vector<RandomOpKind> kKinds = {
     // Per-matrix linear algebra on batches of well-conditioned matrices
     // (p p^T + (n+1) I for cholesky, a strong diagonal for triangular-solve).
     {"cholesky", true, ""},     {"triangular_solve", true, ""},
+    // ragged-dot in its three modes (ragged non-contracting / contracting /
+    // batch dim) with s32 group sizes from a parameter.
+    {"ragged_dot", true, ""},
 };
 
 struct Value {
@@ -579,7 +582,47 @@ class Generator {
     if (kind == "reduce_window") return EmitReduceWindow();
     if (kind == "partial_sum") return EmitPartialSum();
     if (kind == "cholesky" || kind == "triangular_solve") return EmitLinalg(kind);
+    if (kind == "ragged_dot") return EmitRaggedDot();
     return false;
+  }
+
+  // ragged-dot on fresh parameters, the mode chosen at random: rows of lhs
+  // [b, m, k] grouped against rhs [g, b, k, n]; contracting positions of
+  // [m, k] x [k, n] grouped into a [g, m, n] result; or a batch-dim ragged
+  // [b, m, k] x [b, k, n] (a plain dot). Group sizes are s32 in [-4, 4], so
+  // groups may be empty, negative or overrun the dim.
+  bool EmitRaggedDot() {
+    if (o_.max_rank < 3) return false;
+    const int64_t mode = Uniform(0, 2);
+    const int64_t b = Uniform(1, o_.max_dim), m = Uniform(1, o_.max_dim),
+                  k = Uniform(1, o_.max_dim), n = Uniform(1, o_.max_dim), g = Uniform(1, 4);
+    Value out;
+    out.type = "f32";
+    out.exact = false;
+    std::string lhs, rhs, sizes, dn;
+    if (mode == 0) {
+      lhs = NewParam("f32", {b, m, k}).name;
+      rhs = NewParam("f32", {g, b, k, n}).name;
+      sizes = NewParam("s32", {b, g}).name;
+      out.dims = {b, m, n};
+      dn = "lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, "
+           "rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={0}";
+    } else if (mode == 1) {
+      lhs = NewParam("f32", {m, k}).name;
+      rhs = NewParam("f32", {k, n}).name;
+      sizes = NewParam("s32", {g}).name;
+      out.dims = {g, m, n};
+      dn = "lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1}";
+    } else {
+      lhs = NewParam("f32", {b, m, k}).name;
+      rhs = NewParam("f32", {b, k, n}).name;
+      sizes = NewParam("s32", {g}).name;
+      out.dims = {b, m, n};
+      dn = "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, "
+           "rhs_contracting_dims={1}, lhs_ragged_dims={0}";
+    }
+    Add(out, "ragged-dot(" + lhs + ", " + rhs + ", " + sizes + "), " + dn);
+    return true;
   }
 
   // A fresh f32[dims] (dims = [b, n, n]) holding `diag` on the diagonal of

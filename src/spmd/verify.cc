@@ -228,6 +228,34 @@ double MaxAbs(const Literal& v) {
   return m;
 }
 
+// For a diverging compare: its operands at the first flipped element, in
+// the original and in the partitioned program. A flip whose operands agree
+// to rounding and lie that close to each other is a rounding effect (e.g. a
+// ReLU mask at an activation within rounding of the threshold), not a
+// wrong value.
+std::string ComparedValues(const Instruction& compare, const Literal& ref, const Literal& got,
+                           const Literal& probe_ref,
+                           const std::map<const Instruction*, size_t>& index_of,
+                           const std::map<size_t, Literal>& operands) {
+  int64_t flipped = -1;
+  for (int64_t k = 0; k < ref.element_count() && flipped < 0; ++k)
+    if (ref.GetInt(k) != got.GetInt(k)) flipped = k;
+  if (flipped < 0) return "";
+  std::string out = "; there the operands are";
+  for (int o = 0; o < compare.operand_count(); ++o) {
+    const Instruction* op = compare.operand(o);
+    auto it = index_of.find(op);
+    if (it == index_of.end() || !operands.count(it->second)) continue;
+    const Literal& r = probe_ref.elements()[it->second];
+    const Literal& g = operands.at(it->second);
+    if (!r.shape().IsArray() || r.element_count() != ref.element_count()) continue;
+    out += std::string(o ? "," : "") + " %" + op->name() + " = " +
+           FormatDouble(r.GetDouble(flipped)) + " (partitioned: " +
+           FormatDouble(g.GetDouble(flipped)) + ")";
+  }
+  return out;
+}
+
 // Finds the first diverging instruction (see the file comment).
 void LocateDivergence(Module& original, Module& partitioned, const std::vector<Literal>& inputs,
                       const VerifyOptions& options, VerifyResult& result) {
@@ -301,6 +329,10 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   // mismatch, to tell an error that grows layer by layer from one op.
   const char* debug = std::getenv("MESHSPLIT_DEBUG");
   const bool profile = debug != nullptr && std::strstr(debug, "verify-profile") != nullptr;
+  // Assembled operands of compares, kept to explain a flipped comparison.
+  std::map<const Instruction*, size_t> index_of;
+  std::map<size_t, Literal> compare_operands;
+  for (size_t i = 0; i < orig_values.size(); ++i) index_of[orig_values[i]] = i;
   for (size_t i = 0; i < orig_values.size(); ++i) {
     std::vector<Literal> parts;
     for (const Literal& l : *per_device) parts.push_back(l.elements()[i]);
@@ -321,8 +353,14 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
       result.divergence_detail = c.first_mismatch + " (" + std::to_string(c.mismatches) +
                                  " elements differ; sharding " +
                                  shardings[i].ToString(false) + ")";
+      if (orig_values[i]->opcode() == Opcode::kCompare)
+        result.divergence_detail += ComparedValues(*orig_values[i], ref->elements()[i],
+                                                   *assembled, *ref, index_of, compare_operands);
       if (!profile) return;
     }
+    if (std::any_of(orig_values[i]->users().begin(), orig_values[i]->users().end(),
+                    [](const Instruction* u) { return u->opcode() == Opcode::kCompare; }))
+      compare_operands.emplace(i, std::move(assembled).value());
   }
   if (result.divergent_instruction.empty())
     result.divergence_detail = "all " + std::to_string(orig_values.size()) +

@@ -205,6 +205,7 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
         continue;
       }
       int64_t want = std::max(g.min_size(r), std::min(size, std::max<int64_t>(1, options.min_dim)));
+      if (options.divisor > 0) want = std::max(want, (size + options.divisor - 1) / options.divisor);
       node_size[r] = NewSize(size, g.tiles_lcm(r), want);
       if (node_size[r] != size) ++report.classes_shrunk;
     }

@@ -32,6 +32,11 @@ struct ShrinkShapesOptions {
   // A shrinkable dim becomes at least this large (or keeps its size when it
   // is smaller), beyond what its tile counts require.
   int64_t min_dim = 4;
+  // 0: every shrinkable dim gets the smallest size the rules allow. K > 0:
+  // a dim of size S gets about S / K instead (still congruent modulo its
+  // tile counts, still at least min_dim), so that big dims stay bigger
+  // than small ones, as the partitioner's size-based choices expect.
+  int64_t divisor = 0;
   // How many times an instruction that fails shape inference after the
   // rewrite may freeze its dims and the rewrite be retried.
   int max_attempts = 64;

@@ -88,12 +88,13 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
       {PrimitiveType::PRED, ReductionKind::kOr}};
   for (const auto& [lname, groups] : layouts) {
     for (const TK& tk : reductions) {
-      // Up to 6 f32 (24 bytes) travel inside the agreement envelope; 7 is
-      // gathered whole; 40000 f32 is gathered whole at 2 ranks and sliced
-      // (reduce-scatter, fold, all-gather) at 4 (group size 4 receives over
-      // 256 KiB); 70001 is sliced for 4-byte types.
-      for (int64_t count : {int64_t{1}, int64_t{6}, int64_t{7}, int64_t{40000},
-                            int64_t{70001}}) {
+      // Up to 2 f32 (8 bytes) travel inside the agreement envelope; 3 and 7
+      // are gathered whole; 5000 f32 (20000 bytes) is gathered whole at 2-4
+      // ranks (at most 64 KiB received); 16384 (64 KiB) is gathered whole at
+      // 2 ranks and sliced (reduce-scatter, fold, all-gather) at 3 and 4;
+      // 40000 and 70001 are sliced for 4-byte types.
+      for (int64_t count : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{7}, int64_t{5000},
+                            int64_t{16384}, int64_t{40000}, int64_t{70001}}) {
         for (bool in_place : {false, true}) {
           std::string name = "all-reduce " + std::string(PrimitiveTypeName(tk.type)) + " " +
                              std::string(ReductionKindName(tk.kind)) + " n=" +
@@ -191,6 +192,20 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
                        float v[4] = {};
                        Status s = c.AllReduce(v, v, PrimitiveType::F32, d == 1 ? 2 : 4,
                                               ReductionKind::kAdd, {});
+                       out.assign(1, s.ok() ? 0 : 1);
+                       return Status::Ok();
+                     }});
+  // Both small enough to be inlined: the envelope compares 14 bits of the
+  // argument history, so the mismatch is caught here or (with probability
+  // 2^-14) by the next check of the whole history, never missed.
+  if (n > 1)
+    cases.push_back({"inlined count mismatch is an error",
+                     [=](Communicator& c, int d, int, Bytes& out) {
+                       float v[2] = {};
+                       Status s = c.AllReduce(v, v, PrimitiveType::F32, d == 1 ? 1 : 2,
+                                              ReductionKind::kAdd, {});
+                       if (auto* mpi = dynamic_cast<MpiCommunicator*>(&c); mpi && s.ok())
+                         s = mpi->CheckHistory();
                        out.assign(1, s.ok() ? 0 : 1);
                        return Status::Ok();
                      }});

@@ -8,9 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <map>
+#include <random>
 #include <string>
 
+#include "partitioner/partitioner.h"
 #include "spmd/random_module.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -68,6 +71,145 @@ TEST(SpmdDifferential, ThousandRandomModules) {
   std::printf("differential: %lld cases,%s\n", static_cast<long long>(end - begin),
               summary.c_str());
   EXPECT_EQ(failures, 0);
+}
+
+// A random dot whose shardings call for a windowed loop: the all-gather
+// loop over a non-contracting or a contracting dim, or the reduce-scatter
+// loop over a free or batch dim; optional batch dim split over a second
+// mesh axis; uneven sizes; iota, transposed or permuted device orders.
+std::string RandomWindowedDot(uint64_t seed, int64_t* num_partitions) {
+  std::mt19937_64 rng(seed * 7919 + 13);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const int64_t k = pick(2, 6), batch_split = pick(0, 2) == 0 ? 2 : 1;
+  const bool has_batch = batch_split > 1 || pick(0, 1) == 1;
+  const int64_t n = k * batch_split;
+  *num_partitions = n;
+  const int64_t B = pick(batch_split, 5), M = pick(1, 13), K = pick(1, 13), N = pick(1, 13);
+  // Device order of the [batch_split, k] mesh.
+  std::string order;
+  const int64_t kind = pick(0, 2);
+  if (kind == 0 || n < 4) {
+    order = "<=[" + std::to_string(n) + "]";
+  } else if (kind == 1 && batch_split > 1) {
+    order = "<=[" + std::to_string(k) + "," + std::to_string(batch_split) + "]T(1,0)";
+  } else {
+    std::vector<int64_t> ids(n);
+    for (int64_t i = 0; i < n; ++i) ids[i] = i;
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (int64_t i = 0; i < n; ++i) order += (i ? "," : "") + std::to_string(ids[i]);
+  }
+  // sharding of a value with dims `names` (B first when present): the
+  // batch dim over batch_split, `dim` over k, the rest whole; a mesh axis
+  // no dim uses becomes partial replication.
+  auto sharding = [&](const std::string& names, char dim) {
+    std::vector<int64_t> tiles;
+    for (char c : names) tiles.push_back(c == 'B' ? batch_split : c == dim ? k : 1);
+    int64_t used = 1;
+    for (int64_t t : tiles) used *= t;
+    std::string text = "{devices=[";
+    for (size_t i = 0; i < tiles.size(); ++i) text += (i ? "," : "") + std::to_string(tiles[i]);
+    if (used < n) text += "," + std::to_string(n / used);
+    text += "]" + order + (used < n ? " last_tile_dim_replicate}" : "}");
+    return text;
+  };
+  const std::string lb = has_batch ? "B" : "", bd = has_batch ? std::to_string(B) + "," : "";
+  char ls = 'M', rs = 'N', os = 'M';
+  switch (pick(0, 3)) {
+    case 0: ls = 'M'; rs = 'N'; os = 'M'; break;   // all-gather rhs over N
+    case 1: ls = 'M'; rs = 'K'; os = 'M'; break;   // all-gather rhs over K
+    case 2: ls = 'K'; rs = 'K'; os = 'N'; break;   // reduce-scatter over N
+    default: ls = 'K'; rs = 'K'; os = 'M'; break;  // reduce-scatter over M
+  }
+  auto dims = [&](int64_t a, int64_t b) {
+    return bd + std::to_string(a) + "," + std::to_string(b);
+  };
+  std::string text = "HloModule wdot, num_partitions=" + std::to_string(n) + "\nENTRY e {\n";
+  text += "  x = f32[" + dims(M, K) + "] parameter(0), sharding=" + sharding(lb + "MK", ls) + "\n";
+  text += "  w = f32[" + dims(K, N) + "] parameter(1), sharding=" + sharding(lb + "KN", rs) + "\n";
+  text += "  ROOT d = f32[" + dims(M, N) + "] dot(x, w), " +
+          (has_batch ? "lhs_batch_dims={0}, rhs_batch_dims={0}, " : "") + "lhs_contracting_dims={" +
+          (has_batch ? "2" : "1") + "}, rhs_contracting_dims={" + (has_batch ? "1" : "0") +
+          "}, sharding=" + sharding(lb + "MN", os) + "\n}\n";
+  return text;
+}
+
+// The windowed-einsum forms (all-gather loop one way and both ways, the
+// reduce-scatter loop) against the single-device interpreter, on random
+// dots (RandomWindowedDot) and on the general random modules, partitioned
+// with every dot eligible (threshold 0). Odd seeds pass shards both ways.
+// Counts the loops of each form, so the test fails if a form stops being
+// chosen.
+TEST(SpmdDifferential, WindowedEinsumRandomModules) {
+  const int64_t saved_threshold = DefaultWindowedEinsumThresholdBytes();
+  const int64_t saved_max = DefaultMaxWindowedEinsumIterations();
+  const bool saved_both = DefaultBidirectionalWindowedEinsum();
+  const bool saved_rs = DefaultWindowedEinsumReduceScatter();
+  DefaultWindowedEinsumThresholdBytes() = 0;
+  DefaultMaxWindowedEinsumIterations() = 64;
+  DefaultWindowedEinsumReduceScatter() = true;
+  int64_t failures = 0, cases = 0, one_loops = 0, both_loops = 0, rs_loops = 0;
+  for (uint64_t seed = 0; seed < 600; ++seed) {
+    RandomCase c;
+    if (seed < 300) {
+      c.text = RandomWindowedDot(seed, &c.num_partitions);
+      c.propagate = false;
+    } else {
+      c = GenerateRandomCase(seed);
+      if (c.text.find(" dot(") == std::string::npos) continue;
+    }
+    ++cases;
+    DefaultBidirectionalWindowedEinsum() = seed % 2 == 1;
+    auto m = ParseModuleText(c.text);
+    ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
+    auto partitioned = PropagateAndPartition(**m, c.num_partitions, c.propagate, false);
+    if (!partitioned.ok()) {
+      ++failures;
+      ADD_FAILURE() << "seed " << seed << ": " << partitioned.status().ToString() << "\n" << c.text;
+      continue;
+    }
+    // Classify each windowed loop by its body: the reduce-scatter loop
+    // passes a running sum (an add), the all-gather loop operand shards,
+    // one or two of them per iteration.
+    for (const auto& comp : (*partitioned)->computations())
+      for (const auto& i : comp->instructions()) {
+        if (i->opcode() != Opcode::kWhile || i->name().find(".windowed") == std::string::npos)
+          continue;
+        int64_t permutes = 0, sums = 0;
+        for (const auto& j : i->called_computations()[1]->instructions())
+          if (j->opcode() == Opcode::kCollectivePermute) {
+            ++permutes;
+            sums += j->operand(0)->opcode() == Opcode::kAdd;
+          }
+        ++(sums > 0 ? rs_loops : permutes == 2 ? both_loops : one_loops);
+      }
+    VerifyOptions options;
+    options.num_partitions = c.num_partitions;
+    options.seed = seed;
+    options.propagate = c.propagate;
+    VerifyResult r = VerifyPartitioned(**m, **partitioned, options);
+    if (!r.ok()) {
+      ++failures;
+      ADD_FAILURE() << "seed " << seed << " (" << c.num_partitions << " partitions, "
+                    << (seed % 2 == 1 ? "both ways" : "one way") << "): " << r.status << ": "
+                    << r.message << "\n"
+                    << c.text;
+    }
+  }
+  DefaultWindowedEinsumThresholdBytes() = saved_threshold;
+  DefaultMaxWindowedEinsumIterations() = saved_max;
+  DefaultBidirectionalWindowedEinsum() = saved_both;
+  DefaultWindowedEinsumReduceScatter() = saved_rs;
+  std::printf(
+      "windowed einsum differential: %lld cases; windowed loops: %lld all-gather one way, "
+      "%lld all-gather both ways, %lld reduce-scatter\n",
+      static_cast<long long>(cases), static_cast<long long>(one_loops),
+      static_cast<long long>(both_loops), static_cast<long long>(rs_loops));
+  EXPECT_EQ(failures, 0);
+  EXPECT_GE(one_loops, 20);
+  EXPECT_GE(both_loops, 20);
+  EXPECT_GE(rs_loops, 20);
 }
 
 }  // namespace

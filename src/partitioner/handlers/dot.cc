@@ -164,6 +164,15 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
       if (d != nullptr) break;
     }
   }
+  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter) {
+    // The reduce-scatter loop, when the partial sums would be scattered.
+    if (l.hlo == nullptr) l = prepare(0);
+    if (r.hlo == nullptr) r = prepare(1);
+    if (Instruction* w = TryWindowedReduceScatter(ctx, instr, space, l, r, partial, out)) {
+      ctx.Set(instr, {w, instr.shape(), out});
+      return Status::Ok();
+    }
+  }
   if (d == nullptr) {
     if (l.hlo == nullptr) l = prepare(0);
     if (r.hlo == nullptr) r = prepare(1);

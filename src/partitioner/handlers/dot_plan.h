@@ -66,4 +66,15 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
                                const std::function<PartitionedValue()>& make_other,
                                const Sharding& partial);
 
+// The reduce-scatter loop of windowed einsum (handlers/windowed_einsum.cc):
+// when the dot's local partial sums (`partial`, operands `lhs` / `rhs`
+// already laid out and masked for it) would be reduce-scattered along one
+// result dim to reach `out`, the running sum of each result block travels
+// the ring instead. Returns the result laid out by `out`, or nullptr when
+// the form does not apply or is not enabled (PartitionOptions).
+Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr,
+                                      const ContractionSpace& space, const PartitionedValue& lhs,
+                                      const PartitionedValue& rhs, const Sharding& partial,
+                                      const Sharding& out);
+
 }  // namespace meshsplit::spmd

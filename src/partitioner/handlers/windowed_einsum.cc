@@ -8,6 +8,7 @@
 // the permute of the next shard can overlap the current block's compute.
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -85,9 +86,17 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   // plan does not tile it (the target leaves it whole).
   const int64_t e = IndexOf(other_to_iter, it);
 
+  const int64_t k = s.TileDim(d);
+  // Bidirectional: shards travel both ways, two per iteration; a ring of
+  // odd size would visit one shard twice, so it stays one-way.
+  const bool both_ways = ctx.options.bidirectional_windowed_einsum && k % 2 == 0 && k > 2;
+  const int64_t iterations = both_ways ? k / 2 : k;
+  if (ctx.options.max_windowed_einsum_iterations >= 0 &&
+      iterations > ctx.options.max_windowed_einsum_iterations)
+    return nullptr;
+
   SpmdBuilder& b = ctx.b;
   const PartitionedValue other = make_other();
-  const int64_t k = s.TileDim(d);
   const int64_t n = shape.dimensions(d);
   const int64_t t = CeilDiv(n, k);
   const PrimitiveType out_type = instr.shape().element_type();
@@ -116,25 +125,33 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   }
   Instruction* acc = b.BroadcastScalar(b.Zero(out_type), acc_dims);
   Instruction* zero_i = b.ScalarS32(0);
-  Shape state_shape = Shape::Tuple(
-      {zero_i->shape(), shard->shape(), other_hlo->shape(), acc->shape()});
-  Instruction* init = b.Add(Opcode::kTuple, state_shape, {zero_i, shard, other_hlo, acc});
 
-  // Device j of each ring receives from device j+1, so in iteration i it
-  // holds the shard of ring position (j + i) mod k.
-  std::vector<std::pair<int64_t, int64_t>> pairs;
+  // Device j of each ring receives from device j+1 (`from_next`), so in
+  // iteration i it holds the shard of ring position (j + i) mod k. Both
+  // ways, a second shard comes from device j-1 (`from_prev`), starting one
+  // step ahead: position (j - 1 - i) mod k.
+  std::vector<std::pair<int64_t, int64_t>> from_next, from_prev;
   for (const std::vector<int64_t>& ring : rings)
-    for (int64_t j = 0; j < k; ++j) pairs.push_back({ring[(j + 1) % k], ring[j]});
+    for (int64_t j = 0; j < k; ++j) {
+      from_next.push_back({ring[(j + 1) % k], ring[j]});
+      from_prev.push_back({ring[(j + k - 1) % k], ring[j]});
+    }
+  std::vector<Instruction*> state = {zero_i, shard, other_hlo, acc};
+  if (both_ways) state.push_back(b.CollectivePermute(shard, from_prev));
+  std::vector<Shape> state_shapes;
+  for (Instruction* v : state) state_shapes.push_back(v->shape());
+  Shape state_shape = Shape::Tuple(state_shapes);
+  Instruction* init = b.Add(Opcode::kTuple, state_shape, state);
 
-  // Condition: i < k.
+  // Condition: i < iterations.
   auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
   {
     SpmdBuilder cb(&b.state(), cond.get());
     Instruction* p = Parameter(cb, state_shape);
     Instruction* i = Gte(cb, p, 0);
-    cond->set_root(cb.Compare(i, cb.ScalarS32(k), ComparisonDirection::kLt));
+    cond->set_root(cb.Compare(i, cb.ScalarS32(iterations), ComparisonDirection::kLt));
   }
-  // Body: contract the held shard, place or add its block, pass it on.
+  // Body: contract the held shard(s), place or add their blocks, pass them on.
   auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
   {
     SpmdBuilder bb(&b.state(), body.get());
@@ -144,39 +161,51 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
     Instruction* other_in = Gte(bb, p, 2);
     Instruction* sum = Gte(bb, p, 3);
     Instruction* mine = bb.TileIndices(s.tile_assignment())[d];
-    Instruction* idx = bb.Binary(Opcode::kRemainder, bb.Binary(Opcode::kAdd, mine, i),
-                                 bb.ScalarS32(k));
-    Instruction* offset = bb.Binary(Opcode::kMultiply, idx, bb.ScalarS32(t));
-    Instruction* other_block = other_in;
-    if (e >= 0) {
-      std::vector<Instruction*> starts(other_in->shape().rank(), bb.ScalarS32(0));
-      starts[e] = offset;
-      std::vector<int64_t> sizes = other_in->shape().dimensions();
-      sizes[e] = t;
-      other_block = bb.DynamicSlice(other_in, starts, sizes);
-    }
-    Instruction* l = gathered == 0 ? a : other_block;
-    Instruction* r = gathered == 0 ? other_block : a;
-    auto dot = std::make_unique<Instruction>(
-        instr.opcode(), b.module()->UniqueInstructionName(instr.name() + ".window"),
-        Shape(out_type, block_dims));
-    dot->mutable_attrs() = instr.attrs();
-    dot->set_loc(instr.loc());
-    dot->AppendOperand(l);
-    dot->AppendOperand(r);
-    Instruction* block = bb.AddInstruction(std::move(dot));
-    Instruction* next_sum;
-    if (o >= 0) {
-      std::vector<Instruction*> operands = {sum, block};
+    // The block of the shard at ring position `idx`, placed or added.
+    auto contract = [&](Instruction* held, Instruction* idx, Instruction* running) {
+      Instruction* offset = bb.Binary(Opcode::kMultiply, idx, bb.ScalarS32(t));
+      Instruction* other_block = other_in;
+      if (e >= 0) {
+        std::vector<Instruction*> starts(other_in->shape().rank(), bb.ScalarS32(0));
+        starts[e] = offset;
+        std::vector<int64_t> sizes = other_in->shape().dimensions();
+        sizes[e] = t;
+        other_block = bb.DynamicSlice(other_in, starts, sizes);
+      }
+      Instruction* l = gathered == 0 ? held : other_block;
+      Instruction* r = gathered == 0 ? other_block : held;
+      auto dot = std::make_unique<Instruction>(
+          instr.opcode(), b.module()->UniqueInstructionName(instr.name() + ".window"),
+          Shape(out_type, block_dims));
+      dot->mutable_attrs() = instr.attrs();
+      dot->set_loc(instr.loc());
+      dot->AppendOperand(l);
+      dot->AppendOperand(r);
+      Instruction* block = bb.AddInstruction(std::move(dot));
+      if (o < 0) return bb.Binary(Opcode::kAdd, running, block);
+      std::vector<Instruction*> operands = {running, block};
       for (int64_t j = 0; j < static_cast<int64_t>(acc_dims.size()); ++j)
         operands.push_back(j == o ? offset : bb.ScalarS32(0));
-      next_sum = bb.Add(Opcode::kDynamicUpdateSlice, sum->shape(), operands);
-    } else {
-      next_sum = bb.Binary(Opcode::kAdd, sum, block);
-    }
-    Instruction* next_a = bb.CollectivePermute(a, pairs);
+      return bb.Add(Opcode::kDynamicUpdateSlice, running->shape(), operands);
+    };
+    Instruction* idx = bb.Binary(Opcode::kRemainder, bb.Binary(Opcode::kAdd, mine, i),
+                                 bb.ScalarS32(k));
+    Instruction* next_sum = contract(a, idx, sum);
     Instruction* next_i = bb.Binary(Opcode::kAdd, i, bb.ScalarS32(1));
-    body->set_root(bb.Add(Opcode::kTuple, state_shape, {next_i, next_a, other_in, next_sum}));
+    std::vector<Instruction*> next = {next_i, bb.CollectivePermute(a, from_next), other_in};
+    if (both_ways) {
+      Instruction* back = Gte(bb, p, 4);
+      Instruction* back_idx = bb.Binary(
+          Opcode::kRemainder,
+          bb.Binary(Opcode::kSubtract, bb.Binary(Opcode::kAdd, mine, bb.ScalarS32(k - 1)), i),
+          bb.ScalarS32(k));
+      next_sum = contract(back, back_idx, next_sum);
+      next.push_back(next_sum);
+      next.push_back(bb.CollectivePermute(back, from_prev));
+    } else {
+      next.push_back(next_sum);
+    }
+    body->set_root(bb.Add(Opcode::kTuple, state_shape, next));
   }
   Instruction* loop = b.Add(Opcode::kWhile, state_shape, {init}, instr.name() + ".windowed");
   loop->set_called_computations({cond.get(), body.get()});
@@ -190,6 +219,167 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   return result;
 }
 
+// The reduce-scatter loop. The plain form contracts the whole local
+// operands into partial sums of the whole (local) result and
+// reduce-scatters them over the ring of partitions that hold partial sums
+// of the same block; here the running sum of one result block travels the
+// ring instead: in iteration i device j adds its contribution to block
+// (j + i + 1) mod k and passes the sum to device j - 1, so after k steps
+// device j holds the complete block j. Each step contracts only the slices
+// of the operands that reach that block, so the whole partial result is
+// never materialized.
+Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr,
+                                      const ContractionSpace& space, const PartitionedValue& lhs,
+                                      const PartitionedValue& rhs, const Sharding& partial,
+                                      const Sharding& out_sharding) {
+  const PartitionOptions& opts = ctx.options;
+  if (!opts.windowed_einsum_reduce_scatter || opts.windowed_einsum_threshold_bytes < 0)
+    return nullptr;
+  if (instr.opcode() != Opcode::kDot) return nullptr;
+  const Sharding out = NormalizeForPartitioning(out_sharding);
+  if (!out.IsTiled() || HasUnreduced(out) || out.HasManualSubgroup()) return nullptr;
+  const int64_t rank = instr.shape().rank();
+  // The partial sums' layout as a tile assignment with an unreduced
+  // subgroup dim `u` ({unreduced} alone: every partition, in id order).
+  TileAssignment pta;
+  int64_t u = -1;
+  if (partial.IsTiled() && !partial.HasManualSubgroup() && partial.TiledDataRank() == rank) {
+    u = partial.SubgroupDim(SubgroupType::kUnreduced);
+    pta = partial.tile_assignment();
+  } else if (partial.IsUnreduced() && !partial.IsTuple()) {
+    std::vector<int64_t> dims(rank, 1);
+    dims.push_back(ctx.num_partitions);
+    pta = TileAssignment::Iota(dims);
+    u = rank;
+  }
+  if (u < 0) return nullptr;
+  const int64_t k = pta.dim(u);
+  if (k < 2 || out.TiledDataRank() != rank) return nullptr;
+  if (opts.max_windowed_einsum_iterations >= 0 && k > opts.max_windowed_einsum_iterations)
+    return nullptr;
+  // The result dim the sums are scattered over: out tiles it k ways, the
+  // partial sums not at all, every other dim alike.
+  int64_t o = -1;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (out.TileDim(i) == pta.dim(i)) continue;
+    if (o >= 0 || pta.dim(i) != 1 || out.TileDim(i) != k) return nullptr;
+    o = i;
+  }
+  if (o < 0) return nullptr;
+  // Device by device: out's tile index is the partial tile's index with the
+  // unreduced position as the index along o (so block j of a ring belongs
+  // to its member j).
+  const std::vector<int64_t> devices = pta.Devices();
+  if (static_cast<int64_t>(devices.size()) != out.tile_assignment().num_devices()) return nullptr;
+  for (int64_t dev : devices) {
+    std::optional<std::vector<int64_t>> pi = pta.IndexOfDevice(dev);
+    std::optional<std::vector<int64_t>> oi = out.TileIndexForDevice(dev);
+    if (!pi || !oi) return nullptr;
+    for (int64_t i = 0; i < rank; ++i)
+      if ((*oi)[i] != (i == o ? (*pi)[u] : (*pi)[i])) return nullptr;
+  }
+  if (LocalShape(instr.shape(), partial).ByteSize() <= opts.windowed_einsum_threshold_bytes)
+    return nullptr;
+  const int64_t it = space.out_to_iter[o];
+  const int64_t n = instr.shape().dimensions(o);
+  const int64_t t = CeilDiv(n, k);
+
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(b, instr, "windowed einsum: reduce-scatter loop");
+  // Operands padded with zeros to whole blocks along the scattered dim
+  // (every operand dim that maps to it: a free dim, or a batch dim of both).
+  auto pad = [&](Instruction* x, const std::vector<int64_t>& to_iter) {
+    std::vector<int64_t> high(x->shape().rank(), 0);
+    bool any = false;
+    for (int64_t i = 0; i < x->shape().rank(); ++i)
+      if (to_iter[i] == it) {
+        high[i] = k * t - x->shape().dimensions(i);
+        any |= high[i] != 0;
+      }
+    return any ? b.PadHigh(x, high) : x;
+  };
+  Instruction* l0 = pad(lhs.hlo, space.lhs_to_iter);
+  Instruction* r0 = pad(rhs.hlo, space.rhs_to_iter);
+  const PrimitiveType out_type = instr.shape().element_type();
+  std::vector<int64_t> block_dims = LocalShape(instr.shape(), partial).dimensions();
+  block_dims[o] = t;
+
+  // The contribution of this device's operands to block `idx`.
+  auto contribution = [&](SpmdBuilder& bb, Instruction* l, Instruction* r, Instruction* idx) {
+    Instruction* offset = bb.Binary(Opcode::kMultiply, idx, bb.ScalarS32(t));
+    auto slice = [&](Instruction* x, const std::vector<int64_t>& to_iter) {
+      std::vector<Instruction*> starts(x->shape().rank(), bb.ScalarS32(0));
+      std::vector<int64_t> sizes = x->shape().dimensions();
+      bool any = false;
+      for (int64_t i = 0; i < x->shape().rank(); ++i)
+        if (to_iter[i] == it) {
+          starts[i] = offset;
+          sizes[i] = t;
+          any = true;
+        }
+      return any ? bb.DynamicSlice(x, starts, sizes) : x;
+    };
+    auto dot = std::make_unique<Instruction>(
+        instr.opcode(), b.module()->UniqueInstructionName(instr.name() + ".window"),
+        Shape(out_type, block_dims));
+    dot->mutable_attrs() = instr.attrs();
+    dot->set_loc(instr.loc());
+    dot->AppendOperand(slice(l, space.lhs_to_iter));
+    dot->AppendOperand(slice(r, space.rhs_to_iter));
+    return bb.AddInstruction(std::move(dot));
+  };
+  // Rings: the partitions holding partial sums of one block, in unreduced
+  // order; device j receives the running sum from device j + 1.
+  std::map<std::vector<int64_t>, std::vector<int64_t>> rings;
+  for (int64_t dev : devices) {
+    std::vector<int64_t> index = *pta.IndexOfDevice(dev);
+    const int64_t pos = index[u];
+    index[u] = 0;
+    std::vector<int64_t>& ring = rings[index];
+    ring.resize(k, -1);
+    ring[pos] = dev;
+  }
+  std::vector<std::pair<int64_t, int64_t>> from_next;
+  for (const auto& [key, ring] : rings)
+    for (int64_t j = 0; j < k; ++j) from_next.push_back({ring[(j + 1) % k], ring[j]});
+  auto block_index = [&](SpmdBuilder& bb, Instruction* step) {
+    Instruction* mine = bb.TileIndices(pta)[u];
+    return bb.Binary(Opcode::kRemainder, bb.Binary(Opcode::kAdd, mine, step), bb.ScalarS32(k));
+  };
+
+  Instruction* acc = b.BroadcastScalar(b.Zero(out_type), block_dims);
+  Instruction* one = b.ScalarS32(1);
+  Shape state_shape = Shape::Tuple({one->shape(), l0->shape(), r0->shape(), acc->shape()});
+  // Steps 1 .. k-1 in the loop (add, pass on); step k after it (add only).
+  Instruction* init = b.Add(Opcode::kTuple, state_shape, {one, l0, r0, acc});
+  auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
+  {
+    SpmdBuilder cb(&b.state(), cond.get());
+    Instruction* p = Parameter(cb, state_shape);
+    cond->set_root(cb.Compare(Gte(cb, p, 0), cb.ScalarS32(k), ComparisonDirection::kLt));
+  }
+  auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
+  {
+    SpmdBuilder bb(&b.state(), body.get());
+    Instruction* p = Parameter(bb, state_shape);
+    Instruction* step = Gte(bb, p, 0);
+    Instruction* l = Gte(bb, p, 1);
+    Instruction* r = Gte(bb, p, 2);
+    Instruction* sum = bb.Binary(Opcode::kAdd, Gte(bb, p, 3),
+                                 contribution(bb, l, r, block_index(bb, step)));
+    Instruction* next_step = bb.Binary(Opcode::kAdd, step, bb.ScalarS32(1));
+    body->set_root(bb.Add(Opcode::kTuple, state_shape,
+                          {next_step, l, r, bb.CollectivePermute(sum, from_next)}));
+  }
+  Instruction* loop = b.Add(Opcode::kWhile, state_shape, {init}, instr.name() + ".windowed");
+  loop->set_called_computations({cond.get(), body.get()});
+  ctx.shared().computations.push_back(std::move(cond));
+  ctx.shared().computations.push_back(std::move(body));
+  // Step k: block (j + k) mod k = j, this device's own.
+  Instruction* last = contribution(b, l0, r0, block_index(b, b.ScalarS32(k)));
+  return b.Binary(Opcode::kAdd, Gte(b, loop, 3), last);
+}
+
 }  // namespace meshsplit::spmd
 
 namespace meshsplit {
@@ -197,6 +387,21 @@ namespace meshsplit {
 int64_t& DefaultWindowedEinsumThresholdBytes() {
   static int64_t threshold = -1;
   return threshold;
+}
+
+int64_t& DefaultMaxWindowedEinsumIterations() {
+  static int64_t max_iterations = 32;
+  return max_iterations;
+}
+
+bool& DefaultBidirectionalWindowedEinsum() {
+  static bool both_ways = false;
+  return both_ways;
+}
+
+bool& DefaultWindowedEinsumReduceScatter() {
+  static bool reduce_scatter = false;
+  return reduce_scatter;
 }
 
 }  // namespace meshsplit

@@ -1,6 +1,7 @@
 // Tests of how verify makes its inputs: the fan-in init (which parameters
 // count as weights, their fan-in and the spread of their values) and given
-// inputs replacing generated ones.
+// inputs replacing generated ones; and of the divergence report for a
+// comparison flipped by a difference within the tolerance.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,63 @@ TEST(VerifyInputsTest, GivenInputsReplaceGeneratedOnes) {
   StatusOr<std::vector<Literal>> err = VerifyInputs(*m->entry(), options);
   ASSERT_FALSE(err.ok());
   EXPECT_NE(err.status().message().find("%b"), std::string::npos) << err.status().message();
+}
+
+}  // namespace
+}  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+// A partitioned program that differs by 1e-6 (within the tolerance) flips a
+// comparison against 0 for the one input within 1e-6 of it; the divergence
+// report names the compare and shows its operands there. Also checks that
+// VerifyPartitioned runs on given inputs.
+TEST(VerifyInputsTest, FlippedCompareShowsItsOperands) {
+  auto original = Parse(R"(
+HloModule m
+ENTRY e {
+  p = f32[4] parameter(0), sharding={replicated}
+  x = f32[4] copy(p), sharding={replicated}
+  zero = f32[] constant(0)
+  z = f32[4] broadcast(zero), dimensions={}, sharding={replicated}
+  ROOT c = pred[4] compare(x, z), direction=GE, sharding={replicated}
+})");
+  auto partitioned = Parse(R"(
+HloModule m, num_partitions=2
+ENTRY e {
+  p = f32[4] parameter(0), sharding={replicated}
+  eps = f32[] constant(1e-06)
+  epsb = f32[4] broadcast(eps), dimensions={}
+  x = f32[4] add(p, epsb)
+  zero = f32[] constant(0)
+  z = f32[4] broadcast(zero), dimensions={}
+  ROOT c = pred[4] compare(x, z), direction=GE, sharding={replicated}
+})");
+  ASSERT_NE(original, nullptr);
+  ASSERT_NE(partitioned, nullptr);
+  Literal x(Shape(PrimitiveType::F32, {4}));
+  const double values[] = {1.0, -5e-7, -1.0, 2.0};
+  for (int i = 0; i < 4; ++i) x.SetDouble(i, values[i]);
+  VerifyOptions options;
+  options.num_partitions = 2;
+  auto given = std::make_shared<std::map<int64_t, Literal>>();
+  given->emplace(0, x);
+  options.given_inputs = given;
+  VerifyResult r = VerifyPartitioned(*original, *partitioned, options);
+  EXPECT_EQ(r.status, "mismatch") << r.message;
+  EXPECT_EQ(r.divergent_instruction, "c") << r.divergence_detail;
+  EXPECT_NE(r.divergence_detail.find("%c[1]"), std::string::npos) << r.divergence_detail;
+  EXPECT_NE(r.divergence_detail.find("%x = -4.99999999e-07 (partitioned: 4.99999999e-07)"),
+            std::string::npos)
+      << r.divergence_detail;
+
+  // Without the near-zero input nothing flips.
+  x.SetDouble(1, -0.5);
+  auto away = std::make_shared<std::map<int64_t, Literal>>();
+  away->emplace(0, x);
+  options.given_inputs = away;
+  EXPECT_EQ(VerifyPartitioned(*original, *partitioned, options).status, "ok");
 }
 
 }  // namespace

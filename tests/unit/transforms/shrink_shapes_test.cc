@@ -128,6 +128,25 @@ ENTRY e {
   EXPECT_EQ(Dims(*tiled.after, "n")[0], 7);
 }
 
+TEST(ShrinkShapesTest, DivisorKeepsProportions) {
+  // With a divisor, 4096 -> 16 and 64 -> 4 (the floor), where the smallest
+  // shapes would make both 4; the 3-way split of 100 keeps remainder 1.
+  const char* text = R"(HloModule m
+ENTRY e {
+  %x = f32[4096,64,100] parameter(0), sharding={devices=[1,1,3]<=[3]}
+  ROOT %n = f32[4096,64,100] negate(%x), sharding={devices=[1,1,3]<=[3]}
+}
+)";
+  ShrinkShapesOptions options;
+  options.divisor = 256;
+  Shrunk s = ShrinkText(text, options);
+  ASSERT_TRUE(s.report.ok()) << s.report.status().ToString();
+  EXPECT_EQ(Dims(*s.after, "x"), (std::vector<int64_t>{16, 4, 7}));
+  Shrunk smallest = ShrinkText(text);
+  ASSERT_TRUE(smallest.report.ok());
+  EXPECT_EQ(Dims(*smallest.after, "x"), (std::vector<int64_t>{4, 4, 7}));
+}
+
 TEST(ShrinkShapesTest, ReshapeKeepsProductsAndMapsOneToOneFactors) {
   // 4096 <-> 32x128 must keep its product, so those dims stay; 64, 1025
   // and 16384 map 1:1 and shrink; the size-1 dim is dropped by the reshape.
