@@ -34,7 +34,7 @@ bool ParseDimList(const std::string& text, std::vector<int64_t>* out) {
     size_t start = i;
     if (i < text.size() && text[i] == '-') ++i;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-    if (i == start) return false;
+    if (i == start || i - start > 10) return false;  // no dim number is that large
     out->push_back(std::stoll(text.substr(start, i - start)));
     skip();
     if (i < text.size() && text[i] == ',') {

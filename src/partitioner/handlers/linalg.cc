@@ -51,6 +51,8 @@ Status Emit(SpmdContext& ctx, const Instruction& instr,
   return Status::Ok();
 }
 
+// Parses an uninterpreted "{1,2}" attribute (absent: empty); false when
+// malformed.
 bool ParseDims(const std::string* text, std::vector<int64_t>* out) {
   out->clear();
   if (text == nullptr) return true;
@@ -58,6 +60,7 @@ bool ParseDims(const std::string* text, std::vector<int64_t>* out) {
   for (char c : *text) {
     if (c >= '0' && c <= '9') {
       digits += c;
+      if (digits.size() > 9) return false;  // no dim number is that large
     } else if (c == ',' || c == '}') {
       if (!digits.empty()) out->push_back(std::stoll(digits));
       digits.clear();
@@ -129,6 +132,17 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
       dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size() ||
       dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size())
     return ctx.Fallback(instr, "ragged dimension numbers");
+  auto in_range = [](const std::vector<int64_t>& dims, int64_t rank) {
+    for (int64_t d : dims)
+      if (d < 0 || d >= rank) return false;
+    return true;
+  };
+  if (!in_range(ragged, ls.rank()) || !in_range(group, rs.rank()) ||
+      !in_range(dn.lhs_batch_dimensions, ls.rank()) ||
+      !in_range(dn.lhs_contracting_dimensions, ls.rank()) ||
+      !in_range(dn.rhs_batch_dimensions, rs.rank()) ||
+      !in_range(dn.rhs_contracting_dimensions, rs.rank()))
+    return ctx.Fallback(instr, "ragged-dot dimension numbers out of range");
   const bool contracting_mode = Has(dn.lhs_contracting_dimensions, ragged[0]);
   // Iteration dims: result dims ([g], batch, lhs free, rhs free), then one
   // per contracting pair. lhs/rhs dims not in it (the rhs group dim) are -1.
