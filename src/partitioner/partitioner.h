@@ -43,7 +43,8 @@ struct PartitionOptions {
   // (the operand is gathered / the partial sums reduce-scattered as usual);
   // XLA's max_windowed_einsum_iteration. Default 32, as XLA.
   int64_t max_windowed_einsum_iterations = DefaultMaxWindowedEinsumIterations();
-  // Windowed loops pass shards both ways around the ring, two per iteration
+  // Windowed loops pass shards (all-gather loop) or running sums
+  // (reduce-scatter loop) both ways around the ring, two per iteration
   // (half the iterations); rings of odd size stay one-way. XLA's
   // bidirectional_windowed_einsum.
   bool bidirectional_windowed_einsum = DefaultBidirectionalWindowedEinsum();

@@ -135,8 +135,8 @@ std::string RandomWindowedDot(uint64_t seed, int64_t* num_partitions) {
   return text;
 }
 
-// The windowed-einsum forms (all-gather loop one way and both ways, the
-// reduce-scatter loop) against the single-device interpreter, on random
+// The windowed-einsum forms (all-gather and reduce-scatter loops, one way
+// and both ways) against the single-device interpreter, on random
 // dots (RandomWindowedDot) and on the general random modules, partitioned
 // with every dot eligible (threshold 0). Odd seeds pass shards both ways.
 // Counts the loops of each form, so the test fails if a form stops being
@@ -149,7 +149,7 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
   DefaultWindowedEinsumThresholdBytes() = 0;
   DefaultMaxWindowedEinsumIterations() = 64;
   DefaultWindowedEinsumReduceScatter() = true;
-  int64_t failures = 0, cases = 0, one_loops = 0, both_loops = 0, rs_loops = 0;
+  int64_t failures = 0, cases = 0, one_loops = 0, both_loops = 0, rs_loops = 0, rs_both_loops = 0;
   for (uint64_t seed = 0; seed < 600; ++seed) {
     RandomCase c;
     if (seed < 300) {
@@ -182,7 +182,8 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
             ++permutes;
             sums += j->operand(0)->opcode() == Opcode::kAdd;
           }
-        ++(sums > 0 ? rs_loops : permutes == 2 ? both_loops : one_loops);
+        ++(sums > 0 ? (permutes == 2 ? rs_both_loops : rs_loops)
+                    : (permutes == 2 ? both_loops : one_loops));
       }
     VerifyOptions options;
     options.num_partitions = c.num_partitions;
@@ -203,13 +204,15 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
   DefaultWindowedEinsumReduceScatter() = saved_rs;
   std::printf(
       "windowed einsum differential: %lld cases; windowed loops: %lld all-gather one way, "
-      "%lld all-gather both ways, %lld reduce-scatter\n",
+      "%lld all-gather both ways, %lld reduce-scatter one way, %lld reduce-scatter both ways\n",
       static_cast<long long>(cases), static_cast<long long>(one_loops),
-      static_cast<long long>(both_loops), static_cast<long long>(rs_loops));
+      static_cast<long long>(both_loops), static_cast<long long>(rs_loops),
+      static_cast<long long>(rs_both_loops));
   EXPECT_EQ(failures, 0);
   EXPECT_GE(one_loops, 20);
   EXPECT_GE(both_loops, 20);
   EXPECT_GE(rs_loops, 20);
+  EXPECT_GE(rs_both_loops, 10);
 }
 
 }  // namespace

@@ -223,11 +223,12 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
 // operands into partial sums of the whole (local) result and
 // reduce-scatters them over the ring of partitions that hold partial sums
 // of the same block; here the running sum of one result block travels the
-// ring instead: in iteration i device j adds its contribution to block
+// ring instead: in step i device j adds its contribution to block
 // (j + i + 1) mod k and passes the sum to device j - 1, so after k steps
-// device j holds the complete block j. Each step contracts only the slices
-// of the operands that reach that block, so the whole partial result is
-// never materialized.
+// device j holds the complete block j. Both ways, a second sum per block
+// travels the other way and each collects half of the contributions (k/2
+// steps). Each step contracts only the slices of the operands that reach
+// its block, so the whole partial result is never materialized.
 Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr,
                                       const ContractionSpace& space, const PartitionedValue& lhs,
                                       const PartitionedValue& rhs, const Sharding& partial,
@@ -255,7 +256,11 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
   if (u < 0) return nullptr;
   const int64_t k = pta.dim(u);
   if (k < 2 || out.TiledDataRank() != rank) return nullptr;
-  if (opts.max_windowed_einsum_iterations >= 0 && k > opts.max_windowed_einsum_iterations)
+  // Both ways: two running sums per block, one travelling each way, each
+  // collecting half of the ring's contributions (rings of even size > 2).
+  const bool both_ways = opts.bidirectional_windowed_einsum && k % 2 == 0 && k > 2;
+  const int64_t m = both_ways ? k / 2 : k;  // contributions per running sum
+  if (opts.max_windowed_einsum_iterations >= 0 && m > opts.max_windowed_einsum_iterations)
     return nullptr;
   // The result dim the sums are scattered over: out tiles it k ways, the
   // partial sums not at all, every other dim alike.
@@ -339,24 +344,40 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
     ring.resize(k, -1);
     ring[pos] = dev;
   }
-  std::vector<std::pair<int64_t, int64_t>> from_next;
+  std::vector<std::pair<int64_t, int64_t>> from_next, from_prev;
   for (const auto& [key, ring] : rings)
-    for (int64_t j = 0; j < k; ++j) from_next.push_back({ring[(j + 1) % k], ring[j]});
-  auto block_index = [&](SpmdBuilder& bb, Instruction* step) {
+    for (int64_t j = 0; j < k; ++j) {
+      from_next.push_back({ring[(j + 1) % k], ring[j]});
+      from_prev.push_back({ring[(j + k - 1) % k], ring[j]});
+    }
+  // Block (mine + shift ± step) mod k; shifts keep the sum non-negative.
+  auto block_index = [&](SpmdBuilder& bb, Instruction* step, int64_t shift, bool minus) {
     Instruction* mine = bb.TileIndices(pta)[u];
-    return bb.Binary(Opcode::kRemainder, bb.Binary(Opcode::kAdd, mine, step), bb.ScalarS32(k));
+    Instruction* base = bb.Binary(Opcode::kAdd, mine, bb.ScalarS32(shift));
+    Instruction* at = bb.Binary(minus ? Opcode::kSubtract : Opcode::kAdd, base, step);
+    return bb.Binary(Opcode::kRemainder, at, bb.ScalarS32(k));
   };
-
+  // Step i = 0 .. m-1 at partition j: the forward sum (received from j+1)
+  // is block (j + i + 1 - m) mod k: the sum of block b visits partitions
+  // b+m-1 down to b and ends at its owner. The backward sum (received from
+  // j-1) is block (j - i + m) mod k: it visits b-m up to b-1 and reaches
+  // the owner with one more pass after the last step. One way, m = k and
+  // the forward sum visits the whole ring.
+  // Steps 0 .. m-2 run in the loop (add, pass on), step m-1 after it.
+  const int64_t fwd_shift = k + 1 - m, bwd_shift = k + m;
   Instruction* acc = b.BroadcastScalar(b.Zero(out_type), block_dims);
-  Instruction* one = b.ScalarS32(1);
-  Shape state_shape = Shape::Tuple({one->shape(), l0->shape(), r0->shape(), acc->shape()});
-  // Steps 1 .. k-1 in the loop (add, pass on); step k after it (add only).
-  Instruction* init = b.Add(Opcode::kTuple, state_shape, {one, l0, r0, acc});
+  Instruction* zero_i = b.ScalarS32(0);
+  std::vector<Instruction*> state = {zero_i, l0, r0, acc};
+  if (both_ways) state.push_back(acc);
+  std::vector<Shape> state_shapes;
+  for (Instruction* v : state) state_shapes.push_back(v->shape());
+  Shape state_shape = Shape::Tuple(state_shapes);
+  Instruction* init = b.Add(Opcode::kTuple, state_shape, state);
   auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
   {
     SpmdBuilder cb(&b.state(), cond.get());
     Instruction* p = Parameter(cb, state_shape);
-    cond->set_root(cb.Compare(Gte(cb, p, 0), cb.ScalarS32(k), ComparisonDirection::kLt));
+    cond->set_root(cb.Compare(Gte(cb, p, 0), cb.ScalarS32(m - 1), ComparisonDirection::kLt));
   }
   auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
   {
@@ -365,19 +386,33 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
     Instruction* step = Gte(bb, p, 0);
     Instruction* l = Gte(bb, p, 1);
     Instruction* r = Gte(bb, p, 2);
-    Instruction* sum = bb.Binary(Opcode::kAdd, Gte(bb, p, 3),
-                                 contribution(bb, l, r, block_index(bb, step)));
+    // (Each contribution is emitted before the sum it joins, so the text
+    // order does not depend on argument evaluation order.)
+    Instruction* fwd_part = contribution(bb, l, r, block_index(bb, step, fwd_shift, false));
+    Instruction* fwd = bb.Binary(Opcode::kAdd, Gte(bb, p, 3), fwd_part);
     Instruction* next_step = bb.Binary(Opcode::kAdd, step, bb.ScalarS32(1));
-    body->set_root(bb.Add(Opcode::kTuple, state_shape,
-                          {next_step, l, r, bb.CollectivePermute(sum, from_next)}));
+    std::vector<Instruction*> next = {next_step, l, r, bb.CollectivePermute(fwd, from_next)};
+    if (both_ways) {
+      Instruction* bwd_part = contribution(bb, l, r, block_index(bb, step, bwd_shift, true));
+      Instruction* bwd = bb.Binary(Opcode::kAdd, Gte(bb, p, 4), bwd_part);
+      next.push_back(bb.CollectivePermute(bwd, from_prev));
+    }
+    body->set_root(bb.Add(Opcode::kTuple, state_shape, next));
   }
   Instruction* loop = b.Add(Opcode::kWhile, state_shape, {init}, instr.name() + ".windowed");
   loop->set_called_computations({cond.get(), body.get()});
   ctx.shared().computations.push_back(std::move(cond));
   ctx.shared().computations.push_back(std::move(body));
-  // Step k: block (j + k) mod k = j, this device's own.
-  Instruction* last = contribution(b, l0, r0, block_index(b, b.ScalarS32(k)));
-  return b.Binary(Opcode::kAdd, Gte(b, loop, 3), last);
+  // Step m-1: the forward sum's block is this partition's own.
+  Instruction* last_step = b.ScalarS32(m - 1);
+  Instruction* fwd_part = contribution(b, l0, r0, block_index(b, last_step, fwd_shift, false));
+  Instruction* result = b.Binary(Opcode::kAdd, Gte(b, loop, 3), fwd_part);
+  if (both_ways) {
+    Instruction* bwd_part = contribution(b, l0, r0, block_index(b, last_step, bwd_shift, true));
+    Instruction* bwd = b.Binary(Opcode::kAdd, Gte(b, loop, 4), bwd_part);
+    result = b.Binary(Opcode::kAdd, result, b.CollectivePermute(bwd, from_prev));
+  }
+  return result;
 }
 
 }  // namespace meshsplit::spmd
