@@ -41,7 +41,9 @@ class MpiSession {
 // (stopped, deadlocked, spinning outside MPI, unreachable host): a rank that
 // spends longer than the timeout inside one MpiWait scope prints a message
 // naming the wait and exits with status 1 without finalising MPI, which
-// makes mpirun end every other rank. (A peer that dies is noticed by mpirun
+// makes mpirun end every other rank. A watchdog thread notices it within a
+// tenth of the timeout (at most 0.5 s) after the timeout passes; the scope
+// itself only stores a few words, since it wraps every collective. (A peer that dies is noticed by mpirun
 // itself, in about a second.) The timeout comes from the environment
 // variable MESHSPLIT_MPI_TIMEOUT in seconds (default 300; 0 disables) and is
 // per wait, not per run, so it only has to exceed the longest stretch one
