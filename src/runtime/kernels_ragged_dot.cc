@@ -11,6 +11,7 @@
 // running sums in group_sizes' own type, as XLA's expansion computes them.
 // Loops accumulate in f64 (f32 for f32 operands would be BLAS's answer; the
 // difference is rounding only).
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,37 +65,44 @@ int64_t WrapToType(int64_t v, PrimitiveType t) {
   return static_cast<int64_t>(u);
 }
 
-// For every element of `op` (an operand of rank >= prefix + 1), which of the
-// g groups its coordinate along `ragged_dim` falls in: member[e * g + i].
-std::vector<uint8_t> GroupMembership(const Shape& op, int64_t ragged_dim, const Literal& sizes,
-                                     int64_t prefix, int64_t g) {
-  const std::vector<int64_t>& dims = op.dimensions();
-  const int64_t rows = g == 0 ? 0 : sizes.element_count() / g;
-  // Bounds per group_sizes row: start[row*g+i] <= r < end[row*g+i].
-  std::vector<int64_t> start(rows * g), end(rows * g);
-  const PrimitiveType t = sizes.element_type();
-  for (int64_t row = 0; row < rows; ++row) {
-    int64_t sum = 0;
-    for (int64_t i = 0; i < g; ++i) {
-      start[row * g + i] = WrapToType(sum, t);
-      sum = WrapToType(sum + sizes.GetInt(row * g + i), t);
-      end[row * g + i] = sum;
+// Which of the g groups each element of an operand falls in. Membership
+// depends only on the element's group_sizes row (its leading `prefix` dims)
+// and its coordinate along the ragged dim, so it is tabulated per (row,
+// coordinate) rather than per element.
+class GroupTable {
+ public:
+  GroupTable(const Shape& op, int64_t ragged_dim, const Literal& sizes, int64_t prefix, int64_t g)
+      : g_(g) {
+    const std::vector<int64_t>& dims = op.dimensions();
+    const std::vector<int64_t> strides = RowMajorStrides(dims);
+    dim_r_ = dims[ragged_dim];
+    rstride_ = strides[ragged_dim];
+    inner_ = prefix == 0 ? op.ElementCount() : strides[prefix - 1];
+    const int64_t rows = g == 0 ? 0 : sizes.element_count() / g;
+    const PrimitiveType t = sizes.element_type();
+    member_.assign(rows * dim_r_ * g, 0);
+    for (int64_t row = 0; row < rows; ++row) {
+      // Group i spans [start, end) of running sums in group_sizes' type.
+      int64_t start = 0;
+      for (int64_t i = 0; i < g; ++i) {
+        const int64_t end = WrapToType(start + sizes.GetInt(row * g + i), t);
+        for (int64_t r = 0; r < dim_r_; ++r)
+          member_[(row * dim_r_ + r) * g + i] = start <= r && r < end;
+        start = end;
+      }
     }
   }
-  std::vector<int64_t> prefix_dims(dims.begin(), dims.begin() + prefix);
-  std::vector<int64_t> prefix_strides = RowMajorStrides(prefix_dims);
-  const int64_t count = op.ElementCount();
-  std::vector<uint8_t> member(count * g, 0);
-  std::vector<int64_t> idx(dims.size(), 0);
-  for (int64_t e = 0; e < count; ++e, NextIndex(idx, dims)) {
-    int64_t row = 0;
-    for (int64_t d = 0; d < prefix; ++d) row += idx[d] * prefix_strides[d];
-    const int64_t r = idx[ragged_dim];
-    for (int64_t i = 0; i < g; ++i)
-      member[e * g + i] = start[row * g + i] <= r && r < end[row * g + i];
+  // Element `e` (a linear index of the operand) is in group i.
+  bool In(int64_t e, int64_t i) const {
+    if (inner_ == 0) return false;
+    const int64_t row = e / inner_, r = (e / rstride_) % dim_r_;
+    return member_[(row * dim_r_ + r) * g_ + i] != 0;
   }
-  return member;
-}
+
+ private:
+  int64_t g_, dim_r_ = 1, rstride_ = 1, inner_ = 1;
+  std::vector<uint8_t> member_;
+};
 
 std::vector<double> ToDoubles(const Literal& lit) {
   std::vector<double> v(lit.element_count());
@@ -218,8 +226,8 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
     rcoff.swap(nr);
   }
 
-  std::vector<uint8_t> lmember, rmember;
-  if (mode != Mode::kBatch) lmember = GroupMembership(ls, ragged, sizes, prefix, g);
+  std::optional<GroupTable> lmember, rmember;
+  if (mode != Mode::kBatch) lmember.emplace(ls, ragged, sizes, prefix, g);
   if (mode == Mode::kContracting) {
     size_t pos = 0;
     while (dn.lhs_contracting_dimensions[pos] != ragged) ++pos;
@@ -230,7 +238,7 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
       if (sizes.shape().dimensions(d) != rs.dimensions(d))
         return InstrError(instr, "group_sizes dimension " + std::to_string(d) +
                                      " does not match rhs dimension " + std::to_string(d));
-    rmember = GroupMembership(rs, rhs_ragged, sizes, prefix, g);
+    rmember.emplace(rs, rhs_ragged, sizes, prefix, g);
   }
   const std::vector<double> lv = ToDoubles(lhs), rv = ToDoubles(rhs);
   const int64_t group_step = mode == Mode::kNonContracting ? rstr[rhs_group[0]] : 0;
@@ -253,14 +261,14 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
         for (size_t c = 0; c < ncomb; ++c) {
           const int64_t le = lb + lcoff[c];
           for (int64_t i = 0; i < g; ++i)
-            if (lmember[le * g + i]) acc += lv[le] * rv[rb + rcoff[c] + i * group_step];
+            if (lmember->In(le, i)) acc += lv[le] * rv[rb + rcoff[c] + i * group_step];
         }
         break;
       case Mode::kContracting: {
         const int64_t i = idx[0];
         for (size_t c = 0; c < ncomb; ++c) {
           const int64_t le = lb + lcoff[c], re = rb + rcoff[c];
-          if (lmember[le * g + i] && rmember[re * g + i]) acc += lv[le] * rv[re];
+          if (lmember->In(le, i) && rmember->In(re, i)) acc += lv[le] * rv[re];
         }
         break;
       }
