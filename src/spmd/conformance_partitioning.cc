@@ -459,7 +459,7 @@ PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::
   // keep more of the original proportions, within a small budget.
   const int64_t kProportionalBudget = std::min<int64_t>(max_run_bytes / 8, int64_t{256} << 20);
   std::unique_ptr<Module> small, partitioned;
-  std::string reduced, small_collectives;
+  std::string reduced, small_collectives, partition_error;
   for (int64_t divisor : {int64_t{0}, int64_t{4096}, int64_t{1024}, int64_t{256}, int64_t{64}}) {
     StatusOr<std::unique_ptr<Module>> m = ParseModuleText(text);
     if (!m.ok()) return Skip(c, "too large", not_run + "; reparse: " + m.status().message());
@@ -476,14 +476,15 @@ PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::
         PropagateAndPartition(**m, c.num_partitions, c.propagate, /*strict=*/false, &stage);
     if (!p.ok()) {
       if (small) break;  // keep the smaller shapes that did partition
-      PartitioningCaseResult r =
-          Make(c, CaseOutcome::kFailed,
-               "at reduced shapes: " + report->Summary() + ": " + stage + ": " +
-                   p.status().ToString());
-      r.reduced_shapes = true;
-      return r;
+      // The full size partitioned: a failure here is the partitioner's at
+      // these sizes. Larger shapes may still run; the failure is kept.
+      if (partition_error.empty())
+        partition_error = report->Summary() + ": " + stage + ": " + OneLine(p.status().ToString());
+      continue;
     }
-    if (small && EstimateRunBytes(**m, **p, c.num_partitions) > kProportionalBudget) break;
+    if ((small || !partition_error.empty()) &&
+        EstimateRunBytes(**m, **p, c.num_partitions) > kProportionalBudget)
+      break;
     // Larger shapes replace the smallest only when they partition like
     // the full-size module.
     std::string collectives = CollectiveCounts(**p);
@@ -494,6 +495,12 @@ PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::
     small_collectives = std::move(collectives);
     if (small_collectives == full_collectives) break;
   }
+  if (!small) {
+    PartitioningCaseResult r =
+        Make(c, CaseOutcome::kFailed, "at reduced shapes: " + partition_error);
+    r.reduced_shapes = true;
+    return r;
+  }
   if (std::string rnd = PerDeviceRandom(*small, *partitioned); !rnd.empty())
     return Skip(c, "per-device random values",
                 "partitioned OK at full and reduced shapes, not run: " + rnd);
@@ -501,6 +508,8 @@ PartitioningCaseResult RunAtReducedShapes(const PartitioningCase& c, const std::
       !still.empty())
     return Skip(c, "too large", not_run + "; at reduced shapes (" + reduced + ") " + still);
   std::string note = reduced;
+  if (!partition_error.empty())
+    note += "; smaller shapes failed to partition (" + partition_error + ")";
   if (full_collectives != small_collectives)
     note += "; collectives differ from the full-size partitioning: " + full_collectives +
             " at full size, " + small_collectives + " reduced";

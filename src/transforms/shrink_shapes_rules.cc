@@ -364,6 +364,10 @@ class Rules {
       return FreezeAll(i);
     const GatherDimensionNumbers& dn = *at.gather_dnums;
     FreezeDim(idx, dn.index_vector_dim);
+    // Written-out start indices mean particular rows: the dims they index
+    // keep their sizes so the rows stay where they were.
+    if (idx->opcode() == Opcode::kConstant)
+      for (int64_t d : dn.start_index_map) FreezeDim(op, d);
     // Output batch dims follow the index batch dims in order.
     std::vector<int64_t> idx_batch = OtherDims(Rank(idx), {dn.index_vector_dim});
     std::vector<int64_t> out_batch = OtherDims(Rank(&i), dn.offset_dims);
@@ -403,6 +407,8 @@ class Rules {
     for (int j = 0; j < k && j < g_.LeafCount(&i); ++j) g_.UnionLeaves(op, 0, &i, j);
     const ScatterDimensionNumbers& dn = *at.scatter_dnums;
     FreezeDim(idx, dn.index_vector_dim);
+    if (idx->opcode() == Opcode::kConstant)
+      for (int64_t d : dn.scatter_dims_to_operand_dims) FreezeDim(op, d);
     std::vector<int64_t> idx_batch = OtherDims(Rank(idx), {dn.index_vector_dim});
     std::vector<int64_t> upd_scatter = OtherDims(Rank(upd), dn.update_window_dims);
     if (idx_batch.size() != upd_scatter.size()) return FreezeAll(i);

@@ -214,6 +214,19 @@ ENTRY e {
   EXPECT_EQ(Dims(*s.after, "indices")[2], 1);  // the index vector dim stays
 }
 
+TEST(ShrinkShapesTest, ConstantGatherIndicesPinTheRowsTheyName) {
+  Shrunk s = ShrinkText(R"(HloModule m
+ENTRY e {
+  %table = f32[1000,64] parameter(0)
+  %rows = s32[2,1] constant({{5},{700}})
+  ROOT %g = f32[2,64] gather(%table, %rows), offset_dims={1}, collapsed_slice_dims={0}, start_index_map={0}, index_vector_dim=1, slice_sizes={1,64}
+}
+)");
+  ASSERT_TRUE(s.report.ok()) << s.report.status().ToString();
+  EXPECT_EQ(Dims(*s.after, "table"), (std::vector<int64_t>{1000, 4}));
+  EXPECT_EQ(Find(*s.after, "g")->attrs().gather_slice_sizes, (std::vector<int64_t>{1, 4}));
+}
+
 TEST(ShrinkShapesTest, ConstantOffsetsPinTheDimTheyIndex) {
   // The update lands at offset 192 of 512: that dim (and the update's)
   // keeps its size; the batch and feature dims shrink.
