@@ -5,6 +5,8 @@
 
 #include <cstring>
 
+#include "ir/float8.h"
+
 namespace meshsplit {
 
 std::string_view ReductionKindName(ReductionKind kind) {
@@ -87,7 +89,7 @@ Status CheckReduction(PrimitiveType type, ReductionKind kind) {
     ok = type != PrimitiveType::S2 && type != PrimitiveType::S4 &&
          type != PrimitiveType::U2 && type != PrimitiveType::U4;
   } else if (type == PrimitiveType::F16 || type == PrimitiveType::BF16 ||
-             type == PrimitiveType::F32 || type == PrimitiveType::F64) {
+             type == PrimitiveType::F32 || type == PrimitiveType::F64 || IsF8Type(type)) {
     ok = !bitwise;
   } else if (IsComplex(type)) {
     ok = kind == ReductionKind::kAdd || kind == ReductionKind::kMul;

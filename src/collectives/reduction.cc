@@ -9,6 +9,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "ir/float8.h"
 #include "support/check.h"
 #include "support/float16.h"
 
@@ -41,6 +42,16 @@ struct F16Traits {
   static C Load(S v) { return F16ToF32(v); }
   static S Store(C v) { return F32ToF16(v); }
   static C Round(C v) { return F16ToF32(F32ToF16(v)); }
+};
+
+// The f8 types compute in f32 and round every step to the format.
+template <PrimitiveType T>
+struct F8Traits {
+  using S = uint8_t;
+  using C = float;
+  static C Load(S v) { return F8ToF32(T, v); }
+  static S Store(C v) { return F32ToF8(T, v); }
+  static C Round(C v) { return F8ToF32(T, F32ToF8(T, v)); }
 };
 
 // pred is one byte holding 0 or 1; nonzero bytes are read as true.
@@ -232,6 +243,12 @@ void ReduceInOrder(ReductionKind kind, PrimitiveType type,
       return ReduceFloat<PlainTraits<float>>(kind, inputs, out, count);
     case PrimitiveType::F64:
       return ReduceFloat<PlainTraits<double>>(kind, inputs, out, count);
+#define MS_F8_CASE(T) \
+  case PrimitiveType::T: return ReduceFloat<F8Traits<PrimitiveType::T>>(kind, inputs, out, count);
+    MS_F8_CASE(F8E4M3FN) MS_F8_CASE(F8E5M2) MS_F8_CASE(F8E4M3) MS_F8_CASE(F8E3M4)
+    MS_F8_CASE(F8E4M3FNUZ) MS_F8_CASE(F8E5M2FNUZ) MS_F8_CASE(F8E4M3B11FNUZ)
+    MS_F8_CASE(F8E8M0FNU)
+#undef MS_F8_CASE
     case PrimitiveType::C64:
       return ReduceComplex<std::complex<float>>(kind, inputs, out, count);
     case PrimitiveType::C128:
