@@ -164,7 +164,7 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
       if (d != nullptr) break;
     }
   }
-  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter) {
+  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter && !make_local) {
     // The reduce-scatter loop, when the partial sums would be scattered.
     if (l.hlo == nullptr) l = prepare(0);
     if (r.hlo == nullptr) r = prepare(1);
