@@ -184,7 +184,8 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
   };
   ShrinkShapesReport report;
   std::vector<const Instruction*> pinned;  // failed a check: dims kept
-  for (int attempt = 1; attempt <= std::max(1, options.max_attempts); ++attempt) {
+  const int max_attempts = std::max(1, options.max_attempts);
+  for (int attempt = 1; attempt <= max_attempts; ++attempt) {
     report.attempts = attempt;
     DimGraph g(module);
     shrink_internal::AddOpConstraints(module, g);
@@ -261,7 +262,7 @@ StatusOr<ShrinkShapesReport> ShrinkShapes(Module& module, const ShrinkShapesOpti
     }
     restore();
     if (std::find(pinned.begin(), pinned.end(), bad) != pinned.end() ||
-        attempt == options.max_attempts)
+        attempt == max_attempts)
       return Status::Error("cannot shrink %" + bad->name() + ": " + why, bad->loc());
     pinned.push_back(bad);
     report.notes.push_back("kept the dims of %" + bad->name() + " (" + why + ")");
