@@ -52,6 +52,11 @@ bool IsPartitionInvariantRng(const Instruction& instr) {
          instr.attrs().custom_call_target == kPartitionInvariantRngTarget;
 }
 
+bool IsPartitionInvariantRngBitGenerator(const Instruction& instr) {
+  return instr.opcode() == Opcode::kCustomCall &&
+         instr.attrs().custom_call_target == kPartitionInvariantRngBitGeneratorTarget;
+}
+
 std::string FormatPartitionInvariantRng(const PartitionInvariantRng& record,
                                         const std::string& existing) {
   std::string dims;
@@ -73,7 +78,7 @@ StatusOr<PartitionInvariantRng> ReadPartitionInvariantRng(const Instruction& ins
   std::optional<std::map<std::string, std::string>> pairs;
   if (text != nullptr) pairs = ParsePairs(*text);
   auto missing = [&](const char* key) {
-    return Status::Error(std::string("custom-call ") + kPartitionInvariantRngTarget +
+    return Status::Error("custom-call " + instr.attrs().custom_call_target +
                              " needs frontend attribute " + key,
                          instr.loc());
   };

@@ -20,9 +20,17 @@ namespace meshsplit {
 // from partition-id, so the program stays SPMD). The result is the tile.
 inline constexpr char kPartitionInvariantRngTarget[] = "PartitionInvariantRng";
 
+// A partitioned rng-bit-generator whose bits are tiled: a custom-call with
+// this target, operands the (whole) state and one integer offset per dim of
+// the bits, result (new state, this partition's tile of the bits). The new
+// state and every element of the tile equal the unpartitioned op's.
+inline constexpr char kPartitionInvariantRngBitGeneratorTarget[] =
+    "PartitionInvariantRngBitGenerator";
+
 // What the custom-call records in its frontend_attributes: the original
-// rng's distribution, its global dims and its name (the generator's key, so
-// a uniquified copy still draws the original's stream).
+// rng's distribution (rng-bit-generator: its algorithm), its global dims
+// (rng-bit-generator: of the bits) and its name (the generator's key, so a
+// uniquified copy still draws the original's stream).
 struct PartitionInvariantRng {
   std::string distribution;  // "rng_uniform" / "rng_normal" ("" = uniform)
   std::vector<int64_t> global_dims;
@@ -31,6 +39,9 @@ struct PartitionInvariantRng {
 
 // True when `instr` is a custom-call with kPartitionInvariantRngTarget.
 bool IsPartitionInvariantRng(const Instruction& instr);
+// True when `instr` is a custom-call with
+// kPartitionInvariantRngBitGeneratorTarget.
+bool IsPartitionInvariantRngBitGenerator(const Instruction& instr);
 
 // `frontend_attributes` text holding `record`, keeping the pairs of
 // `existing` (a `{k="v",...}` text, or empty).

@@ -120,6 +120,9 @@ StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k);
 // The PartitionInvariantRng custom-call (ir/partitioned_rng.h): a tile of a
 // partitioned rng, drawing the unpartitioned values of its elements.
 StatusOr<Literal> EvalPartitionInvariantRng(KernelArgs& k);
+// The PartitionInvariantRngBitGenerator custom-call: the new state and this
+// partition's tile of a tiled rng-bit-generator's bits.
+StatusOr<Literal> EvalPartitionInvariantRngBitGenerator(KernelArgs& k);
 // kernels_control.cc
 StatusOr<Literal> EvalCustomCall(KernelArgs& k);
 // Infeed / outfeed through EvalContext::hooks (an error without hooks).

@@ -159,6 +159,8 @@ Literal StubCustomCall(const KernelArgs& k) {
 StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
   const std::string& target = k.instr.attrs().custom_call_target;
   if (target == kPartitionInvariantRngTarget) return EvalPartitionInvariantRng(k);
+  if (target == kPartitionInvariantRngBitGeneratorTarget)
+    return EvalPartitionInvariantRngBitGenerator(k);
   if (DeviceHooks* hooks = k.interp.ctx().hooks) {
     std::vector<const Literal*> ops(k.ops.begin(), k.ops.end());
     std::optional<StatusOr<Literal>> r = hooks->CustomCall(k.instr, ops, k.interp.ctx());

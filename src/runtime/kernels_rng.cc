@@ -1,6 +1,6 @@
 // Kernels of the random-number ops: rng, rng-bit-generator and the
-// PartitionInvariantRng custom-call a tiled rng becomes under SPMD
-// partitioning (ir/partitioned_rng.h). All are counter-based, so a value
+// PartitionInvariantRng / PartitionInvariantRngBitGenerator custom-calls
+// they become under SPMD partitioning when tiled (ir/partitioned_rng.h). All are counter-based, so a value
 // depends only on the seed, the op and the element's index, never on
 // evaluation order.
 #include <algorithm>
@@ -135,27 +135,70 @@ StatusOr<Literal> EvalPartitionInvariantRng(KernelArgs& k) {
               record->global_dims, offsets, k.interp.ctx().rng_seed);
 }
 
-StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  const Literal& state = k.op(0);
-  if (!instr.shape().IsTuple() || instr.shape().tuple_size() != 2 ||
-      state.element_type() != PrimitiveType::U64 || state.element_count() < 1)
+namespace {
+
+// rng-bit-generator is a counter-based generator too: word w of the bits'
+// byte buffer is SplitMix64(key ^ SplitMix64(counter + w)), with key and
+// counter read from the state. Deterministic for a given state, but not
+// XLA's Philox/ThreeFry bit stream.
+uint64_t BitsWord(uint64_t key, uint64_t counter, int64_t w) {
+  return SplitMix64(key ^ SplitMix64(counter + static_cast<uint64_t>(w)));
+}
+
+// The (new state, bits) of a generator with `state` whose bits have
+// `global_dims`, of which this tile (shape `tile`) starts at `offsets`.
+// Elements past the global shape (padding) are zero.
+StatusOr<Literal> DrawBits(const Instruction& instr, const Literal& state, const Shape& tile,
+                           const std::vector<int64_t>& global_dims,
+                           const std::vector<int64_t>& offsets) {
+  if (state.element_type() != PrimitiveType::U64 || state.element_count() < 1)
     return InstrError(instr, "rng-bit-generator takes a u64 state and returns (state, bits)");
-  // A counter-based generator: word i = SplitMix64(key ^ SplitMix64(counter
-  // + i)). Deterministic for a given state, but not XLA's Philox/ThreeFry
-  // bit stream.
-  uint64_t key = state.data<uint64_t>()[0];
-  uint64_t counter = state.element_count() > 1 ? state.data<uint64_t>()[1] : 0;
-  Literal bits(instr.shape().tuple_shapes(1));
-  int64_t bytes = bits.size_bytes();
-  int64_t words = (bytes + 7) / 8;
-  for (int64_t w = 0; w < words; ++w) {
-    uint64_t v = SplitMix64(key ^ SplitMix64(counter + static_cast<uint64_t>(w)));
-    int64_t m = std::min<int64_t>(8, bytes - w * 8);
-    std::memcpy(bits.raw() + w * 8, &v, m);
+  const uint64_t key = state.data<uint64_t>()[0];
+  const uint64_t counter = state.element_count() > 1 ? state.data<uint64_t>()[1] : 0;
+  Literal bits(tile);
+  const int64_t n = bits.element_count();
+  const int64_t rank = static_cast<int64_t>(global_dims.size());
+  const std::vector<int64_t>& dims = tile.dimensions();
+  bool whole = true;
+  for (int64_t d = 0; d < rank; ++d) whole &= offsets[d] == 0 && dims[d] == global_dims[d];
+  int64_t global_count = 1;
+  for (int64_t d : global_dims) global_count *= d;
+  const int64_t size = n > 0 ? bits.size_bytes() / n : 0;
+  // A tile needs whole-byte elements (the whole value is just bytes).
+  if (!whole && n > 0 && (size * n != bits.size_bytes() || size == 0 || 8 % size != 0))
+    return InstrError(instr, "a tile of rng-bit-generator bits needs whole-byte elements");
+  const int64_t global_bytes = whole ? bits.size_bytes() : global_count * size;
+  const int64_t words = (global_bytes + 7) / 8;
+  if (whole) {
+    for (int64_t w = 0; w < words; ++w) {
+      uint64_t v = BitsWord(key, counter, w);
+      std::memcpy(bits.raw() + w * 8, &v, std::min<int64_t>(8, global_bytes - w * 8));
+    }
+  } else {
+    // Element by element: an element never straddles two words, since its
+    // size divides 8.
+    std::vector<int64_t> gstride(rank, 1), idx(rank, 0);
+    for (int64_t d = rank - 2; d >= 0; --d) gstride[d] = gstride[d + 1] * global_dims[d + 1];
+    for (int64_t j = 0; j < n; ++j) {
+      int64_t g = 0;
+      bool inside = true;
+      for (int64_t d = 0; d < rank; ++d) {
+        inside &= offsets[d] + idx[d] < global_dims[d];
+        g += (offsets[d] + idx[d]) * gstride[d];
+      }
+      if (inside) {
+        const uint64_t v = BitsWord(key, counter, g * size / 8);
+        std::memcpy(bits.raw() + j * size, reinterpret_cast<const uint8_t*>(&v) + g * size % 8,
+                    size);
+      }
+      for (int64_t d = rank - 1; d >= 0; --d) {
+        if (++idx[d] < dims[d]) break;
+        idx[d] = 0;
+      }
+    }
   }
   if (bits.element_type() == PrimitiveType::PRED)
-    for (int64_t i = 0; i < bits.element_count(); ++i) bits.data<uint8_t>()[i] &= 1;
+    for (int64_t i = 0; i < n; ++i) bits.data<uint8_t>()[i] &= 1;
   Literal new_state = state;
   if (new_state.element_count() > 1) new_state.data<uint64_t>()[1] = counter + words;
   else new_state.data<uint64_t>()[0] = SplitMix64(key + words);
@@ -163,6 +206,43 @@ StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
   outs.push_back(std::move(new_state));
   outs.push_back(std::move(bits));
   return Literal::MakeTuple(std::move(outs));
+}
+
+}  // namespace
+
+StatusOr<Literal> EvalRngBitGenerator(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  if (!instr.shape().IsTuple() || instr.shape().tuple_size() != 2)
+    return InstrError(instr, "rng-bit-generator takes a u64 state and returns (state, bits)");
+  const Shape& bits = instr.shape().tuple_shapes(1);
+  return DrawBits(instr, k.op(0), bits, bits.dimensions(),
+                  std::vector<int64_t>(bits.dimensions().size(), 0));
+}
+
+StatusOr<Literal> EvalPartitionInvariantRngBitGenerator(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  StatusOr<PartitionInvariantRng> record = ReadPartitionInvariantRng(instr);
+  if (!record.ok()) return InstrError(instr, record.status().message());
+  const Shape& shape = instr.shape();
+  if (!shape.IsTuple() || shape.tuple_size() != 2 || !shape.tuple_shapes(1).IsArray())
+    return InstrError(instr, std::string(kPartitionInvariantRngBitGeneratorTarget) +
+                                 " returns (state, bits)");
+  const Shape& bits = shape.tuple_shapes(1);
+  const int64_t rank = bits.rank();
+  if (static_cast<int64_t>(record->global_dims.size()) != rank ||
+      static_cast<int64_t>(k.ops.size()) != 1 + rank)
+    return InstrError(instr, std::string(kPartitionInvariantRngBitGeneratorTarget) +
+                                 " takes the state and one offset per dim of its bits, with "
+                                 "global dims of the same rank");
+  std::vector<int64_t> offsets(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    const Literal& o = k.op(1 + static_cast<int>(d));
+    if (o.element_count() != 1 || !IsInteger(o.element_type()) || o.GetInt(0) < 0)
+      return InstrError(instr, "offset operand " + std::to_string(1 + d) +
+                                   " must be a non-negative integer scalar");
+    offsets[d] = o.GetInt(0);
+  }
+  return DrawBits(instr, k.op(0), bits, record->global_dims, offsets);
 }
 
 }  // namespace meshsplit::interp

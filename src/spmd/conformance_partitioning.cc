@@ -45,9 +45,10 @@ int64_t ValueBytes(const Shape& s) { return s.ByteSize(); }
 
 // An rng / rng-bit-generator of the original whose partitioned counterpart
 // (same name) draws a different shape: a per-device random stream that
-// cannot equal the whole run's values. A tiled rng partitioned into a
-// PartitionInvariantRng custom-call of the same global shape and name
-// draws exactly its tile of the whole run's values, so it counts as equal.
+// cannot equal the whole run's values. A tiled rng (rng-bit-generator)
+// partitioned into a PartitionInvariantRng (...BitGenerator) custom-call of
+// the same global shape draws exactly its tile of the whole run's values,
+// so it counts as equal.
 // "" if none.
 std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
   for (const auto& c : original.computations())
@@ -62,6 +63,11 @@ std::string PerDeviceRandom(const Module& original, const Module& partitioned) {
             StatusOr<PartitionInvariantRng> r = ReadPartitionInvariantRng(*f);
             invariant |= r.ok() && r->name == i->name() &&
                          r->global_dims == i->shape().dimensions();
+          }
+          if (i->opcode() == Opcode::kRngBitGenerator && IsPartitionInvariantRngBitGenerator(*f) &&
+              i->shape().IsTuple() && i->shape().tuple_size() == 2) {
+            StatusOr<PartitionInvariantRng> r = ReadPartitionInvariantRng(*f);
+            invariant |= r.ok() && r->global_dims == i->shape().tuple_shapes(1).dimensions();
           }
         }
       if (invariant) continue;

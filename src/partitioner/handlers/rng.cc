@@ -59,13 +59,53 @@ Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
-// Rng-bit-generator is a deterministic function of its state, so every
-// partition computes the whole value and keeps its tile: exact, and no data
-// moves (the state is tiny and replicated).
+// Rng-bit-generator is a deterministic function of its (tiny, replicated)
+// state. With tiled bits each partition draws only its tile
+// (PartitionInvariantRngBitGenerator, same values as the whole op) and
+// the new state; otherwise every partition computes the whole value and
+// keeps its piece. Exact either way, and no data moves.
 Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr) {
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i)
     operands.push_back(ctx.OperandAs(instr, i, Sharding::Replicate()).hlo);
+  const Sharding out = ctx.ShardingOf(instr);
+  const Shape& shape = instr.shape();
+  if (shape.IsTuple() && shape.tuple_size() == 2 && shape.tuple_shapes(1).IsArray() &&
+      shape.tuple_shapes(1).rank() > 0 && operands.size() == 1 && out.IsTuple() &&
+      out.tuple_elements().size() == 2) {
+    const Shape& bits = shape.tuple_shapes(1);
+    const Sharding s = out.tuple_elements()[1];
+    const int64_t count = bits.ElementCount();
+    const int64_t size = count > 0 ? bits.ByteSize() / count : 0;
+    if (s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s) && size > 0 &&
+        size * count == bits.ByteSize() && 8 % size == 0) {
+      SpmdBuilder& b = ctx.b;
+      for (int64_t d = 0; d < bits.rank(); ++d)
+        operands.push_back(TileOffset(b, s, bits.dimensions(), d));
+      std::string name = ctx.shared().named.insert(&instr).second
+                             ? instr.name()
+                             : b.module()->UniqueInstructionName(instr.name());
+      Shape local = Shape::Tuple({shape.tuple_shapes(0), LocalShape(bits, s)});
+      auto cc = std::make_unique<Instruction>(Opcode::kCustomCall, name, local);
+      Attributes& a = cc->mutable_attrs();
+      a.custom_call_target = kPartitionInvariantRngBitGeneratorTarget;
+      std::string frontend;
+      for (const auto& kv : instr.attrs().extra) {
+        if (kv.first == "frontend_attributes") frontend = kv.second;
+        else a.extra.push_back(kv);
+      }
+      a.extra.emplace_back("frontend_attributes",
+                           FormatPartitionInvariantRng(
+                               {instr.attrs().rng_algorithm, bits.dimensions(), instr.name()},
+                               frontend));
+      cc->set_loc(instr.loc());
+      for (Instruction* o : operands) cc->AppendOperand(o);
+      Instruction* r = b.AddInstruction(std::move(cc));
+      const Sharding drawn = Sharding::Tuple({Sharding::Replicate(), s});
+      ctx.Set(instr, Reshard(b, {r, shape, drawn}, out));
+      return Status::Ok();
+    }
+  }
   Instruction* whole = ctx.Clone(instr, instr.shape(), operands);
   Sharding replicated = Sharding::Replicate();
   if (instr.shape().IsTuple())

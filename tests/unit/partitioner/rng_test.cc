@@ -159,6 +159,69 @@ TEST(PartitionInvariantRng, SeedStillMatters) {
   EXPECT_FALSE(va->BitwiseEqual(*vb));
 }
 
+// rng-bit-generator with tiled bits: each partition draws only its tile
+// (the custom-call's bits are the tile shape) and the new state, both equal
+// to the unpartitioned op's, byte for byte.
+void CheckBitGenerator(const std::string& type, const std::string& dims,
+                       const std::string& sharding, int64_t n) {
+  SCOPED_TRACE(type + "[" + dims + "] " + sharding);
+  const std::string text = "HloModule t, num_partitions=" + std::to_string(n) +
+                           "\nENTRY e {\n  st = u64[2] parameter(0), sharding={replicated}\n"
+                           "  ROOT g = (u64[2], " + type + "[" + dims +
+                           "]) rng-bit-generator(st), algorithm=rng_default, "
+                           "sharding={{replicated}, " + sharding + "}\n}\n";
+  auto module = ParseModuleText(text);
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  auto out = PartitionModule(**module, {});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  const std::string printed = PrintModule(**out);
+  EXPECT_NE(printed.find(kPartitionInvariantRngBitGeneratorTarget), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("rng-bit-generator("), std::string::npos) << printed;
+  auto reparsed = ParseModuleText(printed);
+  ASSERT_TRUE(reparsed.ok()) << reparsed.status().ToString();
+  Literal state(Shape(PrimitiveType::U64, {2}));
+  state.data<uint64_t>()[0] = 0x1234567890abcdefull;
+  state.data<uint64_t>()[1] = 77;
+  auto whole = EvaluateModule(**module, {state}, {});
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  const Literal& wbits = whole->elements()[1];
+  const std::vector<int64_t> gd = ParseDims(dims);
+  auto s = Sharding::Parse(sharding);
+  ASSERT_TRUE(s.ok());
+  const int64_t size = wbits.size_bytes() / wbits.element_count();
+  std::set<std::string> distinct;
+  for (int64_t p = 0; p < n; ++p) {
+    EvalContext ctx;
+    ctx.partition_id = p;
+    auto local = EvaluateModule(**reparsed, {state}, ctx);
+    ASSERT_TRUE(local.ok()) << local.status().ToString() << "\n" << printed;
+    EXPECT_TRUE(local->elements()[0].BitwiseEqual(whole->elements()[0])) << "state, partition " << p;
+    const Literal& lbits = local->elements()[1];
+    const std::vector<int64_t> off = s->TileOffsetForDevice(gd, p);
+    const std::vector<int64_t> lim = s->TileLimitForDevice(gd, p);
+    const std::vector<int64_t>& ld = lbits.shape().dimensions();
+    ASSERT_EQ(gd.size(), 2u);
+    std::string tile;
+    for (int64_t i = 0; i < lim[0] - off[0]; ++i)
+      for (int64_t j = 0; j < lim[1] - off[1]; ++j) {
+        const int64_t g = (off[0] + i) * gd[1] + off[1] + j, l = i * ld[1] + j;
+        const std::string want(reinterpret_cast<const char*>(wbits.raw()) + g * size, size);
+        const std::string got(reinterpret_cast<const char*>(lbits.raw()) + l * size, size);
+        ASSERT_EQ(got, want) << "partition " << p << " at " << i << "," << j;
+        tile += got;
+      }
+    if (!tile.empty()) distinct.insert(tile);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+}
+
+TEST(PartitionInvariantRng, BitGeneratorTiles) {
+  CheckBitGenerator("u32", "8,4", "{devices=[4,1]<=[4]}", 4);
+  CheckBitGenerator("u8", "5,7", "{devices=[2,3]<=[6]}", 6);
+  CheckBitGenerator("u64", "3,5", "{devices=[1,2,2]<=[4] last_tile_dim_replicate}", 4);
+  CheckBitGenerator("s16", "9,3", "{devices=[4,1]3,1,0,2}", 4);
+}
+
 TEST(PartitionInvariantRng, ReplicatedRngStillDrawsOnOneDeviceAndBroadcasts) {
   auto m = ParseModuleText(
       "HloModule t, num_partitions=2\nENTRY e {\n  lo = f32[] constant(0)\n"
