@@ -1,6 +1,7 @@
-// The PartitionInvariantRng custom-call kernel: a tile drawn with explicit
-// offsets equals that window of the whole rng, padding past the global
-// shape holds the lower bound, and malformed records are located errors.
+// The PartitionInvariantRng and PartitionInvariantRngBitGenerator
+// custom-call kernels: a tile drawn with explicit offsets equals that window
+// of the whole op's values, padding past the global shape holds the lower
+// bound, and malformed records are located errors.
 #include <gtest/gtest.h>
 
 #include "runtime_test_util.h"
@@ -71,6 +72,35 @@ TEST(PartitionInvariantRngKernel, MalformedRecordsAreErrors) {
   expect_error(kTile, "s32[] constant(3)", "s32[] constant(-1)", "non-negative");
   expect_error(kTile, "rng_uniform", "rng_poisson", "unknown rng distribution");
   expect_error(kTile, "f32[] constant(3)", "f32[] constant(-3)", "a < b");
+}
+
+// A PartitionInvariantRngBitGenerator tile: rows [2:4) of the whole bits,
+// the same new state; malformed operands are located errors.
+TEST(PartitionInvariantRngKernel, BitGeneratorTileIsTheWindowOfTheWholeBits) {
+  const char* whole = R"(HloModule m
+ENTRY e {
+  s = u64[2] constant({5, 9})
+  ROOT g = (u64[2], u16[4,3]) rng-bit-generator(s), algorithm=rng_default
+})";
+  const char* tile = R"(HloModule m
+ENTRY e {
+  s = u64[2] constant({5, 9})
+  o0 = s32[] constant(2)
+  o1 = s32[] constant(0)
+  ROOT t = (u64[2], u16[2,3]) custom-call(s, o0, o1), custom_call_target="PartitionInvariantRngBitGenerator", frontend_attributes={ms_rng_distribution="rng_default",ms_rng_global_dims="4,3",ms_rng_name="g"}
+})";
+  Literal w = RunHlo(whole), t = RunHlo(tile);
+  ASSERT_EQ(w.elements().size(), 2u);
+  ASSERT_EQ(t.elements().size(), 2u);
+  EXPECT_TRUE(t.elements()[0].BitwiseEqual(w.elements()[0]));
+  std::vector<double> wb = Values(w.elements()[1]), tb = Values(t.elements()[1]);
+  ASSERT_EQ(tb.size(), 6u);
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(tb[i], wb[6 + i]) << i;
+  std::string bad = tile;
+  bad.replace(bad.find("(s, o0, o1)"), 11, "(s, o0)");
+  Status st = RunStatus(bad);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("one offset per dim"), std::string::npos) << st.message();
 }
 
 }  // namespace
