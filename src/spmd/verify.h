@@ -69,8 +69,9 @@ struct Comparison {
 
 // Compares two values of the same shape (tuples element-wise; `what` names
 // the value in messages, "out0", "%dot"). Integers and pred exactly; floats
-// with the tolerance above; NaN must appear exactly where the reference has
-// NaN, infinities must match exactly.
+// with the tolerance above (complex: real and imaginary parts as floats of
+// the component type, with a trailing index 0/1 in messages); NaN must
+// appear exactly where the reference has NaN, infinities must match exactly.
 Comparison CompareValues(const Literal& ref, const Literal& got, const std::string& what,
                          const CompareOptions& options);
 
