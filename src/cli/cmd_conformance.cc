@@ -46,7 +46,7 @@ const bool registered = RegisterCommand(
       app->add_option("dir", opts->dir, "corpus directory");
       app->add_flag("-v,--verbose", opts->verbose, "also list passing cases");
       app->add_option("--timeout", opts->partitioning.timeout_seconds,
-                      "partitioning corpora: CPU seconds per case (default 20)");
+                      "partitioning corpora: CPU seconds per case (default 60)");
       app->add_option("--filter", opts->partitioning.filter,
                       "partitioning corpora: only cases whose name contains this");
       app->add_flag("--json", opts->partitioning.json,

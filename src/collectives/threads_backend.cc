@@ -20,6 +20,8 @@
 #include <span>
 #include <thread>
 
+#include <pthread.h>
+
 #include "collectives/reduction.h"
 #include "support/check.h"
 
@@ -731,12 +733,48 @@ Status RunOnThreads(ThreadsWorld& world,
     else
       world.MarkFinished(d);
   };
-  std::vector<std::thread> threads;
+  // pthreads rather than std::thread, to choose the stack size.
+  struct Start {
+    decltype(body)* run;
+    int64_t device;
+  };
+  std::vector<Start> starts(n > 0 ? n : 0);
+  std::vector<pthread_t> threads;
   threads.reserve(n > 0 ? n - 1 : 0);
-  for (int64_t d = 1; d < n; ++d) threads.emplace_back(body, d);
-  body(0);  // the calling thread is device 0
-  for (std::thread& t : threads) t.join();
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, static_cast<size_t>(DeviceThreadStackBytes(n)));
+  for (int64_t d = 1; d < n; ++d) {
+    starts[d] = {&body, d};
+    pthread_t t;
+    const int rc = pthread_create(
+        &t, &attr,
+        [](void* arg) -> void* {
+          auto* start = static_cast<Start*>(arg);
+          (*start->run)(start->device);
+          return nullptr;
+        },
+        &starts[d]);
+    if (rc != 0) {
+      // Devices already started would wait forever for this one.
+      record(d, Status::Error("cannot start the thread of virtual device " +
+                              std::to_string(d) + " of " + std::to_string(n) + ": " +
+                              std::strerror(rc)));
+      break;
+    }
+    threads.push_back(t);
+  }
+  pthread_attr_destroy(&attr);
+  if (static_cast<int64_t>(threads.size()) == n - 1) body(0);  // the calling thread is device 0
+  for (pthread_t t : threads) pthread_join(t, nullptr);
   return first_error;
+}
+
+int64_t DeviceThreadStackBytes(int64_t num_devices) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t budget = int64_t{1} << 30;
+  if (num_devices <= 1) return 8 * kMiB;
+  return std::clamp<int64_t>(budget / (num_devices - 1) / kMiB * kMiB, 1 * kMiB, 8 * kMiB);
 }
 
 Status RunOnThreads(int num_devices,

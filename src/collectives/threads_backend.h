@@ -101,4 +101,12 @@ Status RunOnThreads(int num_devices,
 Status RunOnThreads(ThreadsWorld& world,
                     const std::function<Status(int device, Communicator&)>& fn);
 
+// Stack size of each device thread (device 0 runs on the caller's thread)
+// when `num_devices` devices run: 8 MiB, shrinking for big meshes so all
+// stacks together reserve about 1 GiB of address space, but never below
+// 1 MiB. (The interpreter does not recurse over instructions, only into
+// nested computations, so 1 MiB is plenty; 1536 default-size stacks would
+// reserve 12 GiB.)
+int64_t DeviceThreadStackBytes(int64_t num_devices);
+
 }  // namespace meshsplit

@@ -22,6 +22,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "collectives/threads_backend.h"
 #include "ir/computation.h"
 #include "ir/partitioned_rng.h"
 #include "partitioner/partitioner.h"
@@ -342,20 +343,11 @@ int64_t EstimateRunBytes(const Module& mod, const Module& partitioned, int64_t n
          root_bytes;
 }
 
-// Address space each virtual device's thread reserves for its stack (the
-// threads backend runs device d > 0 on a std::thread of the default size).
-int64_t ThreadStackBytes() {
-  rlimit lim{};
-  if (getrlimit(RLIMIT_STACK, &lim) != 0 || lim.rlim_cur == RLIM_INFINITY)
-    return int64_t{8} << 20;
-  return static_cast<int64_t>(lim.rlim_cur);
-}
-
 // "" when `n` virtual devices' thread stacks fit in half of `max_run_bytes`,
 // else why not. Past that, thread creation fails under the child's
 // address-space limit, and shrinking shapes does not reduce devices.
 std::string TooManyThreadsReason(int64_t n, int64_t max_run_bytes) {
-  const int64_t stacks = (n - 1) * ThreadStackBytes();
+  const int64_t stacks = (n - 1) * DeviceThreadStackBytes(n);
   if (stacks <= max_run_bytes / 2) return "";
   std::ostringstream os;
   os << "the stacks of " << n << " virtual-device threads reserve " << (stacks >> 20)

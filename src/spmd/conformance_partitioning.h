@@ -63,7 +63,7 @@ struct PartitioningConformanceOptions {
   // Time limit per case in CPU seconds (all threads of the case), so that a
   // loaded machine does not turn slow cases into timeouts; the wall clock
   // gets 4x as a backstop. A case over either fails with "timeout".
-  double timeout_seconds = 20;
+  double timeout_seconds = 60;
   uint64_t seed = 0;
   // Run each case in a forked child (time limit, crash isolation). Without
   // it cases run in-process and the time limit is not enforced.

@@ -280,3 +280,25 @@ TEST(ThreadsReduceScatterTest, EveryDimensionKindAndType) {
 
 }  // namespace
 }  // namespace meshsplit
+
+namespace meshsplit {
+namespace {
+
+// Big meshes get small device stacks, so 1536 devices start even where the
+// default 8 MiB stacks (12 GiB of address space) would not, and still sum.
+TEST(ThreadsBigMeshTest, DeviceStacksShrinkAndAllDevicesRun) {
+  EXPECT_EQ(DeviceThreadStackBytes(8), int64_t{8} << 20);
+  EXPECT_EQ(DeviceThreadStackBytes(1536), int64_t{1} << 20);
+  EXPECT_LE(DeviceThreadStackBytes(200) * 199, int64_t{1} << 30);
+  const int n = 1536;
+  std::vector<int32_t> out(n, -1);
+  Status s = RunOnThreads(n, [&](int d, Communicator& c) {
+    int32_t one = 1;
+    return c.AllReduce(&one, &out[d], PrimitiveType::S32, 1, ReductionKind::kAdd, {});
+  });
+  ASSERT_TRUE(s.ok()) << s.message();
+  for (int d = 0; d < n; ++d) EXPECT_EQ(out[d], n) << "device " << d;
+}
+
+}  // namespace
+}  // namespace meshsplit
