@@ -11,6 +11,39 @@
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
+namespace {
+
+// Adds the custom-call `target` that stands in for `instr` on one partition:
+// result `local`, the given operands (inputs, then tile offsets), and a
+// frontend attribute recording `kind` (distribution or algorithm) and the
+// global dims so the runtime draws exactly this tile. Other attributes are
+// kept. The first copy of an input instruction keeps its name (as Clone
+// does), so tools can match the tile to the original op.
+Instruction* AddPartitionInvariantCall(SpmdContext& ctx, const Instruction& instr,
+                                       const char* target, const Shape& local,
+                                       const std::string& kind,
+                                       const std::vector<int64_t>& global,
+                                       const std::vector<Instruction*>& operands) {
+  SpmdBuilder& b = ctx.b;
+  std::string name = ctx.shared().named.insert(&instr).second
+                         ? instr.name()
+                         : b.module()->UniqueInstructionName(instr.name());
+  auto cc = std::make_unique<Instruction>(Opcode::kCustomCall, name, local);
+  Attributes& a = cc->mutable_attrs();
+  a.custom_call_target = target;
+  std::string frontend;
+  for (const auto& kv : instr.attrs().extra) {
+    if (kv.first == "frontend_attributes") frontend = kv.second;
+    else a.extra.push_back(kv);
+  }
+  a.extra.emplace_back("frontend_attributes",
+                       FormatPartitionInvariantRng({kind, global, instr.name()}, frontend));
+  cc->set_loc(instr.loc());
+  for (Instruction* o : operands) cc->AppendOperand(o);
+  return b.AddInstruction(std::move(cc));
+}
+
+}  // namespace
 
 Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
   const Sharding given = instr.has_sharding() ? *instr.sharding() : Sharding::Maximal(0);
@@ -36,25 +69,9 @@ Status HandleRng(SpmdContext& ctx, const Instruction& instr) {
   const Sharding s = ctx.ShardingOf(instr);
   const std::vector<int64_t>& global = instr.shape().dimensions();
   for (int64_t d = 0; d < instr.shape().rank(); ++d) operands.push_back(TileOffset(b, s, global, d));
-  // The first copy of an input instruction keeps its name (as Clone does),
-  // so tools can match the tile to the original rng.
-  std::string name = ctx.shared().named.insert(&instr).second
-                         ? instr.name()
-                         : b.module()->UniqueInstructionName(instr.name());
-  auto cc = std::make_unique<Instruction>(Opcode::kCustomCall, name, LocalShape(instr.shape(), s));
-  Attributes& a = cc->mutable_attrs();
-  a.custom_call_target = kPartitionInvariantRngTarget;
-  std::string frontend;
-  for (const auto& kv : instr.attrs().extra) {
-    if (kv.first == "frontend_attributes") frontend = kv.second;
-    else a.extra.push_back(kv);
-  }
-  a.extra.emplace_back("frontend_attributes",
-                       FormatPartitionInvariantRng(
-                           {instr.attrs().rng_distribution, global, instr.name()}, frontend));
-  cc->set_loc(instr.loc());
-  for (Instruction* o : operands) cc->AppendOperand(o);
-  Instruction* r = b.AddInstruction(std::move(cc));
+  Instruction* r = AddPartitionInvariantCall(ctx, instr, kPartitionInvariantRngTarget,
+                                             LocalShape(instr.shape(), s),
+                                             instr.attrs().rng_distribution, global, operands);
   ctx.Set(instr, {r, instr.shape(), s});
   return Status::Ok();
 }
@@ -82,25 +99,11 @@ Status HandleRngBitGenerator(SpmdContext& ctx, const Instruction& instr) {
       SpmdBuilder& b = ctx.b;
       for (int64_t d = 0; d < bits.rank(); ++d)
         operands.push_back(TileOffset(b, s, bits.dimensions(), d));
-      std::string name = ctx.shared().named.insert(&instr).second
-                             ? instr.name()
-                             : b.module()->UniqueInstructionName(instr.name());
       Shape local = Shape::Tuple({shape.tuple_shapes(0), LocalShape(bits, s)});
-      auto cc = std::make_unique<Instruction>(Opcode::kCustomCall, name, local);
-      Attributes& a = cc->mutable_attrs();
-      a.custom_call_target = kPartitionInvariantRngBitGeneratorTarget;
-      std::string frontend;
-      for (const auto& kv : instr.attrs().extra) {
-        if (kv.first == "frontend_attributes") frontend = kv.second;
-        else a.extra.push_back(kv);
-      }
-      a.extra.emplace_back("frontend_attributes",
-                           FormatPartitionInvariantRng(
-                               {instr.attrs().rng_algorithm, bits.dimensions(), instr.name()},
-                               frontend));
-      cc->set_loc(instr.loc());
-      for (Instruction* o : operands) cc->AppendOperand(o);
-      Instruction* r = b.AddInstruction(std::move(cc));
+      Instruction* r = AddPartitionInvariantCall(ctx, instr,
+                                                 kPartitionInvariantRngBitGeneratorTarget, local,
+                                                 instr.attrs().rng_algorithm, bits.dimensions(),
+                                                 operands);
       const Sharding drawn = Sharding::Tuple({Sharding::Replicate(), s});
       ctx.Set(instr, Reshard(b, {r, shape, drawn}, out));
       return Status::Ok();
