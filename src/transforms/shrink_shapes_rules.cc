@@ -432,6 +432,20 @@ class Rules {
     }
   }
 
+  // slice / pad: a dim the op leaves whole (`whole(d)`) shrinks together
+  // with the operand; any other dim keeps its size on both sides.
+  template <typename WholeDim>
+  void WholeDimsFollow(const Instruction& i, const Instruction* o, WholeDim whole) {
+    for (int64_t d = 0; d < Rank(o); ++d) {
+      if (whole(d)) {
+        UnionDim(o, d, &i, d);
+      } else {
+        FreezeDim(o, d);
+        FreezeDim(&i, d);
+      }
+    }
+  }
+
   // dynamic-slice / dynamic-update-slice: `window` is the slice (result or
   // update), `first_index` the operand number of the first start index.
   void DynamicWindow(const Instruction& i, const Instruction* op, const Instruction* window,
@@ -501,30 +515,18 @@ class Rules {
       case Opcode::kSlice: {
         const Instruction* o = i.operand(0);
         if (!IsArray(o) || static_cast<int64_t>(at.slice.size()) != Rank(o)) return FreezeAll(i);
-        for (int64_t d = 0; d < Rank(o); ++d) {
+        return WholeDimsFollow(i, o, [&](int64_t d) {
           const SliceDimension& s = at.slice[d];
-          if (s.start == 0 && s.stride == 1 && s.limit == Dim(o, d)) {
-            UnionDim(o, d, &i, d);
-          } else {
-            FreezeDim(o, d);
-            FreezeDim(&i, d);
-          }
-        }
-        return;
+          return s.start == 0 && s.stride == 1 && s.limit == Dim(o, d);
+        });
       }
       case Opcode::kPad: {
         const Instruction* o = i.operand(0);
         if (!IsArray(o) || static_cast<int64_t>(at.padding.size()) != Rank(o)) return FreezeAll(i);
-        for (int64_t d = 0; d < Rank(o); ++d) {
+        return WholeDimsFollow(i, o, [&](int64_t d) {
           const PaddingDimension& p = at.padding[d];
-          if (p.low == 0 && p.high == 0 && p.interior == 0) {
-            UnionDim(o, d, &i, d);
-          } else {
-            FreezeDim(o, d);
-            FreezeDim(&i, d);
-          }
-        }
-        return;
+          return p.low == 0 && p.high == 0 && p.interior == 0;
+        });
       }
       case Opcode::kConcatenate: {
         if (!IsArray(&i) || at.dimensions.size() != 1) return FreezeAll(i);
