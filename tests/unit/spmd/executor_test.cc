@@ -10,6 +10,8 @@
 #include "runtime/interpreter.h"
 #include "text/parser.h"
 
+#include "parse_for_test.h"
+
 namespace meshsplit {
 namespace {
 
@@ -25,11 +27,7 @@ Sharding S(const std::string& text) {
   return *s;
 }
 
-std::unique_ptr<Module> Parse(const std::string& text) {
-  auto m = ParseModuleText(text);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using spmd_test::Parse;
 
 TEST(SplitTest, EvenTiles) {
   Literal full = Iota(Shape(PrimitiveType::F32, {4, 2}));
@@ -65,7 +63,7 @@ TEST(SplitTest, WrongLocalShapeIsAnError) {
 TEST(AssembleTest, RoundTripPartialReplicationAndMaximal) {
   Shape shape(PrimitiveType::S32, {5, 3});
   Literal full = Iota(shape, 1);
-  for (const std::string& text :
+  for (const char* text :
        {"{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}", "{devices=[2,2]<=[2,2]T(1,0)}",
         "{devices=[1,3,2]<=[6] last_tile_dim_replicate}", "{replicated}",
         "{maximal device=1}"}) {

@@ -11,14 +11,12 @@
 #include "spmd/verify.h"
 #include "text/parser.h"
 
+#include "parse_for_test.h"
+
 namespace meshsplit {
 namespace {
 
-std::unique_ptr<Module> Parse(const std::string& text) {
-  auto m = ParseModuleText(text);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using spmd_test::Parse;
 
 VerifyResult Verify(const std::string& original, const std::string& partitioned, int64_t n,
                     uint64_t seed = 1) {

@@ -9,14 +9,12 @@
 #include "spmd/verify.h"
 #include "text/parser.h"
 
+#include "parse_for_test.h"
+
 namespace meshsplit {
 namespace {
 
-std::unique_ptr<Module> Parse(const std::string& text) {
-  auto m = ParseModuleText(text);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using spmd_test::Parse;
 
 // x: images; k: a 3x3 kernel with 8 input features (fan-in 72), reached
 // through a transpose; w: a dense weight contracted over 64 in the forward

@@ -10,14 +10,12 @@
 
 #include "text/parser.h"
 
+#include "parse_for_test.h"
+
 namespace meshsplit {
 namespace {
 
-std::unique_ptr<Module> Parse(const std::string& text) {
-  auto m = ParseModuleText(text);
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? std::move(m).value() : nullptr;
-}
+using spmd_test::Parse;
 
 constexpr char kOriginal[] = R"(
 HloModule m
