@@ -74,7 +74,9 @@ TEST_P(CholeskyTest, FactorReproducesInputAndOtherTriangleIsZero) {
     const double* f = l.data() + b * n * n;
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        if (lower ? j > i : j < i) EXPECT_EQ(f[i * n + j], 0.0) << b << " " << i << " " << j;
+        if (lower ? j > i : j < i) {
+          EXPECT_EQ(f[i * n + j], 0.0) << b << " " << i << " " << j;
+        }
         // lower: a = L L^T; upper: a = U^T U.
         double s = 0;
         for (int64_t p = 0; p < n; ++p)

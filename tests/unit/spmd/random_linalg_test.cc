@@ -24,9 +24,15 @@ TEST(RandomLinalg, GeneratedCholeskyTriangularSolveAndRaggedDotVerify) {
     cholesky += has_c;
     solve += has_s;
     ragged += has_r;
-    if (has_c) EXPECT_NE(c.text.find(" cholesky("), std::string::npos);
-    if (has_s) EXPECT_NE(c.text.find(" triangular-solve("), std::string::npos);
-    if (has_r) EXPECT_NE(c.text.find(" ragged-dot("), std::string::npos);
+    if (has_c) {
+      EXPECT_NE(c.text.find(" cholesky("), std::string::npos);
+    }
+    if (has_s) {
+      EXPECT_NE(c.text.find(" triangular-solve("), std::string::npos);
+    }
+    if (has_r) {
+      EXPECT_NE(c.text.find(" ragged-dot("), std::string::npos);
+    }
     auto m = ParseModuleText(c.text);
     ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
     VerifyOptions options;
