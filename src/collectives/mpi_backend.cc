@@ -132,11 +132,18 @@ constexpr int64_t kWholeGatherAllReduceBytes = 64 * 1024;
 // MPI's schedules (not measured: no machine here has more than 2 cores).
 constexpr int64_t kLinearMaxGroup = 8;
 
+// The sliced all-reduce of a small group sends, receives, folds and sends on
+// its slices in pieces of this many bytes, so that a piece is folded while
+// later ones still arrive and is still in cache when it is folded and when
+// the others read it back.
+constexpr int64_t kPipelineChunkBytes = 1 << 20;
+
 // Point-to-point tags on our own group communicators (MPI's collectives on
 // them use a separate tag space, so they cannot match these).
 constexpr int kTagGather = 1;
 constexpr int kTagSlices = 2;
 constexpr int kTagFolded = 3;
+constexpr int kTagEnvelope = 4;  // on envelope_comm_ only
 
 // One step of point-to-point messages among the members of `comm` (ranks =
 // group positions): this member, at position p, receives recv(q) = {pointer,
@@ -335,6 +342,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (finalized) return;
   for (auto& [groups, group] : groups_)
     if (group->comm != MPI_COMM_NULL) MPI_Comm_free(&group->comm);
+  if (envelope_comm_ != MPI_COMM_NULL) MPI_Comm_free(&envelope_comm_);
 }
 
 Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
@@ -357,8 +365,29 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                  : 0;
   std::memcpy(mine + kInlineBytes, &word, 2);
   envelopes_.resize(size_ * kEnvelopeBytes);
-  MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
-                MPI_COMM_WORLD);
+  if (size_ <= kLinearMaxGroup) {
+    // One step of point-to-point messages: at 2 ranks about 60 ns cheaper
+    // than MPI_Allgather, whose dispatch and local copy every small
+    // collective would pay.
+    if (envelope_comm_ == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &envelope_comm_);
+    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
+    if (size_ == 2) {
+      const int peer = static_cast<int>(1 - rank_);
+      MPI_Sendrecv(mine, kEnvelopeBytes, MPI_BYTE, peer, kTagEnvelope,
+                   envelopes_.data() + peer * kEnvelopeBytes, kEnvelopeBytes, MPI_BYTE, peer,
+                   kTagEnvelope, envelope_comm_, MPI_STATUS_IGNORE);
+    } else if (size_ > 1) {
+      ExchangeLinear(
+          envelope_comm_, size_, rank_, kTagEnvelope, requests_,
+          [&](int64_t) { return std::pair{static_cast<const void*>(mine), kEnvelopeBytes}; },
+          [&](int64_t q) {
+            return std::pair{envelopes_.data() + q * kEnvelopeBytes, kEnvelopeBytes};
+          });
+    }
+  } else {
+    MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes,
+                  MPI_BYTE, MPI_COMM_WORLD);
+  }
   // The verdict depends only on the gathered envelopes, so it is the same on
   // every rank.
   auto word_of = [&](int64_t d) {
@@ -508,7 +537,6 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   }
   // Reduce-scatter by hand (position p gathers slice p of every
   // contribution), fold, then all-gather the folded slices.
-  std::vector<int> counts(g), displs(g), recv_counts(g), recv_displs(g);
   const int64_t per = (count + g - 1) / g;
   auto slice = [&](int64_t q) {
     int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
@@ -516,6 +544,11 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   };
   const int64_t p = found->membership.position;
   const auto [my_begin, my_len] = slice(p);
+  if (g <= kLinearMaxGroup) {
+    AllReduceSlicedLinear(input, output, type, kind, group->comm, g, p, per, count);
+    return Status::Ok();
+  }
+  std::vector<int> counts(g), displs(g), recv_counts(g), recv_displs(g);
   for (int64_t q = 0; q < g; ++q) {
     auto [b, len] = slice(q);
     counts[q] = static_cast<int>(len * w);
@@ -524,32 +557,111 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
     recv_displs[q] = static_cast<int>(q * my_len * w);
   }
   recv_.resize(std::max<int64_t>(1, my_len * w * g));
-  if (g <= kLinearMaxGroup) {
-    // Our own slice of the input is read in place; every other slice is
-    // sent before the fold writes to `output` (which may be `input`).
-    ExchangeLinear(
-        group->comm, g, p, kTagSlices, requests_,
-        [&](int64_t q) { return std::pair{Bytes(input) + displs[q], int64_t{counts[q]}}; },
-        [&](int64_t q) {
-          return std::pair{recv_.data() + recv_displs[q], int64_t{recv_counts[q]}};
-        });
-    std::memcpy(recv_.data() + recv_displs[p], Bytes(input) + displs[p], counts[p]);
-  } else {
-    MPI_Alltoallv(input, counts.data(), displs.data(), MPI_BYTE, recv_.data(),
-                  recv_counts.data(), recv_displs.data(), MPI_BYTE, group->comm);
-  }
+  MPI_Alltoallv(input, counts.data(), displs.data(), MPI_BYTE, recv_.data(),
+                recv_counts.data(), recv_displs.data(), MPI_BYTE, group->comm);
   for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * my_len * w;
   ReduceInOrder(kind, type, inputs, Bytes(output) + my_begin * w, my_len);
-  if (g <= kLinearMaxGroup) {
-    ExchangeLinear(
-        group->comm, g, p, kTagFolded, requests_,
-        [&](int64_t) { return std::pair{Bytes(output) + displs[p], int64_t{counts[p]}}; },
-        [&](int64_t q) { return std::pair{Bytes(output) + displs[q], int64_t{counts[q]}}; });
-  } else {
-    MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, output, counts.data(), displs.data(),
-                   MPI_BYTE, group->comm);
-  }
+  MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_BYTE, output, counts.data(), displs.data(), MPI_BYTE,
+                 group->comm);
   return Status::Ok();
+}
+
+void MpiCommunicator::AllReduceSlicedLinear(const void* input, void* output,
+                                            PrimitiveType type, ReductionKind kind,
+                                            MPI_Comm comm, int64_t g, int64_t p, int64_t per,
+                                            int64_t count) {
+  const int64_t w = ByteWidth(type);
+  auto slice = [&](int64_t q) {
+    int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
+    return std::pair{b, e - b};
+  };
+  // Every slice is cut into chunks of the same element count, so sender and
+  // receiver agree on the pieces; chunk c of a slice starting at b covers
+  // [b + c * chunk, min(b + (c + 1) * chunk, end)).
+  const int64_t chunk = std::max<int64_t>(1, kPipelineChunkBytes / w);
+  auto chunks = [&](int64_t len) { return (len + chunk - 1) / chunk; };
+  const auto [my_begin, my_len] = slice(p);
+  const int64_t my_chunks = chunks(my_len);
+  // Contributions to our slice land in recv_ at k * my_len (our own slot is
+  // never written: our own part is read from `input` in place).
+  recv_.resize(std::max<int64_t>(1, my_len * w * g));
+  int64_t total = 2 * (g - 1) * my_chunks;
+  for (int64_t q = 0; q < g; ++q)
+    if (q != p) total += 2 * chunks(slice(q).second);
+  requests_.resize(total);
+  MPI_Request* slice_recvs = requests_.data();            // [c * (g - 1) + j]
+  MPI_Request* folded_sends = slice_recvs + (g - 1) * my_chunks;
+  MPI_Request* other = folded_sends + (g - 1) * my_chunks;  // slice sends, folded recvs
+  int n_other = 0;
+  auto post_folded_recvs = [&] {
+    for (int64_t q = 0; q < g; ++q) {
+      if (q == p) continue;
+      auto [b, len] = slice(q);
+      for (int64_t c = 0, n = chunks(len); c < n; ++c) {
+        const int64_t e0 = b + c * chunk, e1 = std::min(b + len, e0 + chunk);
+        MPI_Irecv(Bytes(output) + e0 * w, static_cast<int>((e1 - e0) * w), MPI_BYTE,
+                  static_cast<int>(q), kTagFolded, comm, &other[n_other++]);
+      }
+    }
+  };
+  for (int64_t c = 0; c < my_chunks; ++c) {
+    const int64_t e0 = c * chunk, e1 = std::min(my_len, e0 + chunk);
+    int j = 0;
+    for (int64_t q = 0; q < g; ++q) {
+      if (q == p) continue;
+      MPI_Irecv(recv_.data() + (q * my_len + e0) * w, static_cast<int>((e1 - e0) * w),
+                MPI_BYTE, static_cast<int>(q), kTagSlices, comm,
+                &slice_recvs[c * (g - 1) + j++]);
+    }
+  }
+  // With `output` == `input` the folded slices from the others land where
+  // our sends of their slices read from, so those receives wait until the
+  // sends are done.
+  const bool aliased = input == output;
+  if (!aliased) post_folded_recvs();
+  // Chunk by chunk, so that the first chunks are folded while the later
+  // ones are still arriving, and are still in cache when folded and sent on.
+  const int64_t max_chunks = [&] {
+    int64_t m = 0;
+    for (int64_t q = 0; q < g; ++q) m = std::max(m, chunks(slice(q).second));
+    return m;
+  }();
+  const int slice_sends_begin = n_other;
+  for (int64_t c = 0; c < max_chunks; ++c) {
+    for (int64_t q = 0; q < g; ++q) {
+      if (q == p) continue;
+      auto [b, len] = slice(q);
+      if (c >= chunks(len)) continue;
+      const int64_t e0 = b + c * chunk, e1 = std::min(b + len, e0 + chunk);
+      MPI_Isend(Bytes(input) + e0 * w, static_cast<int>((e1 - e0) * w), MPI_BYTE,
+                static_cast<int>(q), kTagSlices, comm, &other[n_other++]);
+    }
+  }
+  const int slice_sends_end = n_other;
+  std::vector<const void*>& inputs = inputs_;
+  inputs.resize(g);
+  for (int64_t c = 0; c < my_chunks; ++c) {
+    const int64_t e0 = c * chunk, e1 = std::min(my_len, e0 + chunk);
+    MPI_Waitall(static_cast<int>(g - 1), &slice_recvs[c * (g - 1)], MPI_STATUSES_IGNORE);
+    for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + (k * my_len + e0) * w;
+    // `output` may alias `input` exactly, as ReduceInOrder allows.
+    inputs[p] = Bytes(input) + (my_begin + e0) * w;
+    unsigned char* folded = Bytes(output) + (my_begin + e0) * w;
+    ReduceInOrder(kind, type, inputs, folded, e1 - e0);
+    int j = 0;
+    for (int64_t q = 0; q < g; ++q) {
+      if (q == p) continue;
+      MPI_Isend(folded, static_cast<int>((e1 - e0) * w), MPI_BYTE, static_cast<int>(q),
+                kTagFolded, comm, &folded_sends[c * (g - 1) + j++]);
+    }
+  }
+  if (aliased) {
+    MPI_Waitall(slice_sends_end - slice_sends_begin, &other[slice_sends_begin],
+                MPI_STATUSES_IGNORE);
+    post_folded_recvs();
+  }
+  MPI_Waitall(static_cast<int>(total - (g - 1) * my_chunks), folded_sends,
+              MPI_STATUSES_IGNORE);
 }
 
 Status MpiCommunicator::AllGather(const void* input, void* output,

@@ -166,6 +166,12 @@ class MpiCommunicator final : public Communicator {
   // `group` with its communicator (split on first use). A collective MPI
   // call the first time: call it only after an agreement.
   const Group* Comm(Group* group);
+  // The sliced all-reduce of a group small enough for point-to-point
+  // exchanges (`comm`, this member at position p of g, slices of `per`
+  // elements), pipelined in pieces. REQUIRES: the arguments were agreed.
+  void AllReduceSlicedLinear(const void* input, void* output, PrimitiveType type,
+                             ReductionKind kind, MPI_Comm comm, int64_t g, int64_t p,
+                             int64_t per, int64_t count);
 
   int64_t rank_ = 0;
   int64_t size_ = 1;
@@ -176,6 +182,10 @@ class MpiCommunicator final : public Communicator {
   static constexpr uint64_t kHistorySeed = 0x243f6a8885a308d3ull;
   uint64_t history_ = kHistorySeed;
   std::vector<uint64_t> inline_;  // one inlined payload per device
+  // A duplicate of the world for the envelopes of small worlds, which are
+  // exchanged point to point (duplicated on the first agreement, which every
+  // rank reaches, so that no other message on the world can match them).
+  MPI_Comm envelope_comm_ = MPI_COMM_NULL;
   std::vector<const void*> inputs_;
   std::vector<MPI_Request> requests_;
   std::vector<unsigned char> send_, recv_, envelopes_;

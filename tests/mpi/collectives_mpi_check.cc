@@ -109,6 +109,24 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
         }
       }
     }
+    // Large enough that each member's slice is sent and folded in several
+    // 1 MiB pieces (the last one partial) at 2-4 ranks: the pipelined path.
+    for (const TK& tk : {reductions[0], reductions[3]}) {  // f32 add, bf16 add
+      for (bool in_place : {false, true}) {
+        constexpr int64_t count = 1100003;
+        cases.push_back({"all-reduce " + std::string(PrimitiveTypeName(tk.type)) + " " +
+                             std::string(ReductionKindName(tk.kind)) + " n=" +
+                             std::to_string(count) + " " + lname +
+                             (in_place ? " in-place" : ""),
+                         [=](Communicator& c, int d, int, Bytes& out) {
+                           Bytes in = Values(tk.type, d, count, 7);
+                           out.assign(in.size(), 0xEE);
+                           if (in_place) out = in;
+                           return c.AllReduce(in_place ? out.data() : in.data(), out.data(),
+                                              tk.type, count, tk.kind, groups);
+                         }});
+      }
+    }
     const int64_t g = GroupSize(groups, n);
     for (int64_t dim = 0; dim < 3; ++dim) {
       // {1,3,2} s32 (24 bytes): inside the agreement envelope; {2,3,4} and
