@@ -53,6 +53,70 @@ StatusOr<Literal> AllocateLike(const KernelArgs& k, const Literal& operand) {
 
 }  // namespace
 
+namespace {
+
+// Side of the square tiles a blocked copy walks: 32x32 elements of up to 8
+// bytes keep one source tile and one destination tile (16 KiB) in L1.
+constexpr int64_t kCopyTile = 32;
+
+// Copies an n_rows x n_cols tile: row i, column j goes from
+// src[i * s_row + j * s_col] to dst[i * d_row + j * d_col].
+template <typename T>
+void CopyTile(const uint8_t* src, int64_t s_row, int64_t s_col, uint8_t* dst, int64_t d_row,
+              int64_t d_col, int64_t n_rows, int64_t n_cols) {
+  const T* s = reinterpret_cast<const T*>(src);
+  T* d = reinterpret_cast<T*>(dst);
+  for (int64_t i = 0; i < n_rows; ++i) {
+    const T* sr = s + i * s_row;
+    T* dr = d + i * d_row;
+    for (int64_t j = 0; j < n_cols; ++j) dr[j * d_col] = sr[j * s_col];
+  }
+}
+
+void CopyTileBytes(const uint8_t* src, int64_t s_row, int64_t s_col, uint8_t* dst,
+                   int64_t d_row, int64_t d_col, int64_t n_rows, int64_t n_cols, int64_t elem) {
+  switch (elem) {
+    case 1: CopyTile<uint8_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
+    case 2: CopyTile<uint16_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
+    case 4: CopyTile<uint32_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
+    case 8: CopyTile<uint64_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
+    default:
+      for (int64_t i = 0; i < n_rows; ++i)
+        for (int64_t j = 0; j < n_cols; ++j)
+          std::memcpy(dst + (i * d_row + j * d_col) * elem, src + (i * s_row + j * s_col) * elem,
+                      elem);
+  }
+}
+
+int64_t Abs(int64_t v) { return v < 0 ? -v : v; }
+
+// Picks the dimension to block against the innermost one `p` (which the copy
+// walks in destination order): the dimension the source is most contiguous
+// along. Returns -1 when walking `p` directly is already cache-friendly, i.e.
+// `p` advances the source by less than a cache line, or there is no better
+// source dimension. Stride-0 (broadcast) dimensions are never blocked, and a
+// stride-0 destination dimension disables blocking altogether since then the
+// order of writes decides the result.
+int PickBlockDim(const std::vector<int64_t>& dims, const std::vector<int64_t>& src_strides,
+                 const std::vector<int64_t>& dst_strides, int64_t elem) {
+  int r = static_cast<int>(dims.size());
+  if (r < 2) return -1;
+  for (int64_t s : dst_strides)
+    if (s == 0) return -1;
+  int p = r - 1;
+  int64_t sp = Abs(src_strides[p]);
+  if (sp == 0 || sp * elem < 64 || dims[p] < 2) return -1;
+  int q = -1;
+  for (int i = 0; i < p; ++i) {
+    int64_t si = Abs(src_strides[i]);
+    if (si == 0 || si >= sp || dims[i] < 2) continue;
+    if (q < 0 || si < Abs(src_strides[q])) q = i;
+  }
+  return q;
+}
+
+}  // namespace
+
 void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, int64_t src_base,
                  uint8_t* dst, const std::vector<int64_t>& dst_strides, int64_t dst_base,
                  const std::vector<int64_t>& dims, int64_t elem) {
@@ -84,6 +148,46 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
     return;
   }
   int mr = static_cast<int>(m_dims.size());
+  int q = PickBlockDim(m_dims, m_src, m_dst, elem);
+  if (q >= 0) {
+    // Transposing walk: the destination is contiguous along the innermost
+    // dimension p but the source along q. Walking p alone would touch a new
+    // source cache line per element, so the (q, p) plane is copied in square
+    // tiles whose source and destination lines both stay cached; the other
+    // dimensions keep the odometer below.
+    int p = mr - 1;
+    int64_t np = m_dims[p], nq = m_dims[q];
+    int64_t sp = m_src[p], dp = m_dst[p], sq = m_src[q], dq = m_dst[q];
+    std::vector<int64_t> o_dims, o_src, o_dst;
+    for (int i = 0; i < p; ++i) {
+      if (i == q) continue;
+      o_dims.push_back(m_dims[i]);
+      o_src.push_back(m_src[i]);
+      o_dst.push_back(m_dst[i]);
+    }
+    std::vector<int64_t> idx(o_dims.size(), 0);
+    int64_t so = src_base, dof = dst_base;
+    while (true) {
+      for (int64_t q0 = 0; q0 < nq; q0 += kCopyTile) {
+        int64_t tq = std::min(kCopyTile, nq - q0);
+        for (int64_t p0 = 0; p0 < np; p0 += kCopyTile) {
+          int64_t tp = std::min(kCopyTile, np - p0);
+          CopyTileBytes(src + (so + q0 * sq + p0 * sp) * elem, sq, sp,
+                        dst + (dof + q0 * dq + p0 * dp) * elem, dq, dp, tq, tp, elem);
+        }
+      }
+      int d = static_cast<int>(o_dims.size()) - 1;
+      for (; d >= 0; --d) {
+        so += o_src[d];
+        dof += o_dst[d];
+        if (++idx[d] < o_dims[d]) break;
+        so -= o_src[d] * o_dims[d];
+        dof -= o_dst[d] * o_dims[d];
+        idx[d] = 0;
+      }
+      if (d < 0) return;
+    }
+  }
   int64_t inner = m_dims[mr - 1], ss = m_src[mr - 1], ds = m_dst[mr - 1];
   std::vector<int64_t> outer_dims(m_dims.begin(), m_dims.end() - 1);
   std::vector<int64_t> idx(outer_dims.size(), 0);
