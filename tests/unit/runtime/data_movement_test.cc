@@ -3,6 +3,12 @@
 // interior), concatenate, reverse. Expected arrays are NumPy results.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <random>
+
+#include "runtime/kernels.h"
 #include "runtime_test_util.h"
 
 namespace meshsplit::rttest {
@@ -143,6 +149,192 @@ ENTRY e {
 })",
                        {S32({4}, {1, 2, 3, 4})});
   EXPECT_FALSE(s.ok());
+}
+
+// ---- StridedCopy against a naive element-by-element reference ----
+
+// dst[dst_base + I.dst_strides] = src[src_base + I.src_strides] for every
+// index I, one element at a time in row-major order of I.
+void NaiveStridedCopy(const uint8_t* src, const std::vector<int64_t>& ss, int64_t sb, uint8_t* dst,
+                      const std::vector<int64_t>& ds, int64_t db,
+                      const std::vector<int64_t>& dims, int64_t elem) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  std::vector<int64_t> idx(dims.size(), 0);
+  for (int64_t k = 0; k < n; ++k) {
+    int64_t so = sb, doff = db;
+    for (size_t i = 0; i < dims.size(); ++i) {
+      so += idx[i] * ss[i];
+      doff += idx[i] * ds[i];
+    }
+    std::memcpy(dst + doff * elem, src + so * elem, elem);
+    for (int i = static_cast<int>(dims.size()) - 1; i >= 0; --i) {
+      if (++idx[i] < dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+}
+
+// Distinct-ish bytes so a misplaced element is visible.
+std::vector<uint8_t> PatternBytes(int64_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (int64_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    v[i] = static_cast<uint8_t>(x >> 24);
+  }
+  return v;
+}
+
+// Transposes a row-major array of `in_dims` by `perm` (out dim i = in dim
+// perm[i]) with StridedCopy and with the naive loop; returns whether the
+// outputs are byte-identical (and reports the case on failure).
+::testing::AssertionResult TransposeMatches(const std::vector<int64_t>& in_dims,
+                                            const std::vector<int64_t>& perm, int64_t elem) {
+  int r = static_cast<int>(in_dims.size());
+  std::vector<int64_t> in_strides = RowMajorStrides(in_dims);
+  std::vector<int64_t> out_dims(r), src(r);
+  for (int i = 0; i < r; ++i) {
+    out_dims[i] = in_dims[perm[i]];
+    src[i] = in_strides[perm[i]];
+  }
+  int64_t n = 1;
+  for (int64_t d : in_dims) n *= d;
+  std::vector<uint8_t> in = PatternBytes(n * elem, static_cast<uint32_t>(n + elem));
+  // Different initial garbage in the two outputs: every byte must be written.
+  std::vector<uint8_t> got(n * elem, 0xAB), want(n * elem, 0x11);
+  interp::StridedCopy(in.data(), src, 0, got.data(), RowMajorStrides(out_dims), 0, out_dims, elem);
+  NaiveStridedCopy(in.data(), src, 0, want.data(), RowMajorStrides(out_dims), 0, out_dims, elem);
+  if (got == want) return ::testing::AssertionSuccess();
+  std::string c = "dims";
+  for (int64_t d : in_dims) c += " " + std::to_string(d);
+  c += " perm";
+  for (int64_t p : perm) c += " " + std::to_string(p);
+  return ::testing::AssertionFailure() << c << " elem " << elem;
+}
+
+const int64_t kElemWidths[] = {1, 2, 4, 8, 16, 3};
+
+TEST(StridedCopy, Rank2TransposesAroundTileBoundaries) {
+  const int64_t sizes[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100};
+  for (int64_t elem : kElemWidths)
+    for (int64_t a : sizes)
+      for (int64_t b : sizes) {
+        EXPECT_TRUE(TransposeMatches({a, b}, {1, 0}, elem));
+        EXPECT_TRUE(TransposeMatches({a, b}, {0, 1}, elem));
+      }
+}
+
+TEST(StridedCopy, Rank3AllPermutations) {
+  const int64_t sizes[] = {1, 16, 17, 33, 65};
+  for (int64_t elem : kElemWidths)
+    for (int64_t a : sizes)
+      for (int64_t b : sizes)
+        for (int64_t c : sizes) {
+          std::vector<int64_t> perm = {0, 1, 2};
+          do {
+            EXPECT_TRUE(TransposeMatches({a, b, c}, perm, elem));
+          } while (std::next_permutation(perm.begin(), perm.end()));
+        }
+}
+
+TEST(StridedCopy, Rank4AllPermutations) {
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 17, 33, 65}, {65, 33, 17, 2}, {1, 64, 1, 63}, {3, 1, 32, 33},
+      {15, 16, 17, 4}, {2, 2, 2, 2},    {64, 64, 1, 2}, {5, 9, 1, 70}};
+  for (int64_t elem : kElemWidths)
+    for (const auto& dims : shapes) {
+      std::vector<int64_t> perm = {0, 1, 2, 3};
+      do {
+        EXPECT_TRUE(TransposeMatches(dims, perm, elem));
+      } while (std::next_permutation(perm.begin(), perm.end()));
+    }
+}
+
+// Random layouts beyond transposes: source strides may be 0 (broadcast),
+// negative (reverse) or stepped (strided slice); the destination is a
+// permuted, padded window of a larger buffer (dynamic-update-slice, pad,
+// concatenate). Bytes outside the window must stay untouched.
+TEST(StridedCopy, RandomStridesMatchNaive) {
+  std::mt19937 gen(1234);
+  auto uni = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(gen);
+  };
+  for (int iter = 0; iter < 3000; ++iter) {
+    int r = static_cast<int>(uni(1, 4));
+    int64_t elem = kElemWidths[uni(0, 5)];
+    // Some sizes past two tile sides, but at most ~100k elements per case.
+    std::vector<int64_t> dims(r);
+    int64_t total = 1;
+    for (auto& d : dims) {
+      d = uni(0, 9) < 7 ? uni(1, 40) : uni(60, 70);
+      if (total * d > 100000) d = 1 + 100000 / (total * 4);
+      total *= d;
+    }
+    // Source: each dim gets stride 0 (20%), or +-step * its row-major stride in
+    // a permuted source layout.
+    std::vector<int64_t> src_order(r), dst_order(r);
+    std::iota(src_order.begin(), src_order.end(), 0);
+    std::iota(dst_order.begin(), dst_order.end(), 0);
+    std::shuffle(src_order.begin(), src_order.end(), gen);
+    std::shuffle(dst_order.begin(), dst_order.end(), gen);
+    std::vector<int64_t> ss(r), ds(r);
+    int64_t src_span = 1, src_base = 0;
+    for (int k = r - 1; k >= 0; --k) {
+      int i = static_cast<int>(src_order[k]);
+      if (uni(0, 4) == 0) {
+        ss[i] = 0;
+        continue;
+      }
+      int64_t step = uni(1, 2);
+      bool negative = uni(0, 3) == 0;
+      ss[i] = (negative ? -1 : 1) * step * src_span;
+      if (negative) src_base += step * src_span * (dims[i] - 1);
+      src_span *= step * dims[i];
+    }
+    // Destination: padded extents, laid out in dst_order.
+    std::vector<int64_t> pad(r);
+    int64_t dst_span = 1, dst_base = 0;
+    for (int k = r - 1; k >= 0; --k) {
+      int i = static_cast<int>(dst_order[k]);
+      pad[i] = uni(0, 2);
+      ds[i] = dst_span;
+      dst_base += pad[i] * dst_span;
+      dst_span *= dims[i] + 2 * pad[i];
+    }
+    std::vector<uint8_t> src = PatternBytes(src_span * elem, iter);
+    std::vector<uint8_t> got(dst_span * elem, 0x5A), want(dst_span * elem, 0x5A);
+    interp::StridedCopy(src.data(), ss, src_base, got.data(), ds, dst_base, dims, elem);
+    NaiveStridedCopy(src.data(), ss, src_base, want.data(), ds, dst_base, dims, elem);
+    ASSERT_EQ(got, want) << "iteration " << iter;
+  }
+}
+
+TEST(DataMovement, Rank4TransposeAndBroadcastThroughInterpreter) {
+  // out[a][d][b][c] = in[a][b][c][d], sizes around the tile side.
+  const char* hlo = R"(HloModule m
+ENTRY e {
+  p = f32[2,17,33,65] parameter(0)
+  ROOT t = f32[2,65,17,33] transpose(p), dimensions={0,3,1,2}
+})";
+  const int64_t A = 2, B = 17, C = 33, D = 65;
+  Literal r = RunHlo(hlo, {F32({A, B, C, D}, Iota(A * B * C * D))});
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t d = 0; d < D; ++d)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t c = 0; c < C; ++c)
+          ASSERT_EQ(r.GetDouble(((a * D + d) * B + b) * C + c), ((a * B + b) * C + c) * D + d);
+  // Broadcast of a [40,70] operand into dims {2,0} of [70,3,40]: the operand's
+  // contiguous dim becomes the output's outermost one.
+  const char* bc = R"(HloModule m
+ENTRY e {
+  p = f32[40,70] parameter(0)
+  ROOT b = f32[70,3,40] broadcast(p), dimensions={2,0}
+})";
+  Literal rb = RunHlo(bc, {F32({40, 70}, Iota(40 * 70))});
+  for (int64_t i = 0; i < 70; ++i)
+    for (int64_t j = 0; j < 3; ++j)
+      for (int64_t k = 0; k < 40; ++k) ASSERT_EQ(rb.GetDouble((i * 3 + j) * 40 + k), k * 70 + i);
 }
 
 }  // namespace
