@@ -36,6 +36,23 @@ Instruction* Parameter(SpmdBuilder& b, const Shape& shape) {
   return p;
 }
 
+// The loop's initial state: a tuple of `state`, whose shape is the loop's.
+Instruction* StateTuple(SpmdBuilder& b, const std::vector<Instruction*>& state) {
+  std::vector<Shape> shapes;
+  for (Instruction* v : state) shapes.push_back(v->shape());
+  return b.Add(Opcode::kTuple, Shape::Tuple(shapes), state);
+}
+
+// The while loop over `init`; the module takes over `cond` and `body`.
+Instruction* WhileLoop(SpmdContext& ctx, const Instruction& instr, Instruction* init,
+                       std::unique_ptr<Computation> cond, std::unique_ptr<Computation> body) {
+  Instruction* loop = ctx.b.Add(Opcode::kWhile, init->shape(), {init}, instr.name() + ".windowed");
+  loop->set_called_computations({cond.get(), body.get()});
+  ctx.shared().computations.push_back(std::move(cond));
+  ctx.shared().computations.push_back(std::move(body));
+  return loop;
+}
+
 }  // namespace
 
 Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
@@ -138,10 +155,8 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
     }
   std::vector<Instruction*> state = {zero_i, shard, other_hlo, acc};
   if (both_ways) state.push_back(b.CollectivePermute(shard, from_prev));
-  std::vector<Shape> state_shapes;
-  for (Instruction* v : state) state_shapes.push_back(v->shape());
-  Shape state_shape = Shape::Tuple(state_shapes);
-  Instruction* init = b.Add(Opcode::kTuple, state_shape, state);
+  Instruction* init = StateTuple(b, state);
+  const Shape& state_shape = init->shape();
 
   // Condition: i < iterations.
   auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
@@ -207,10 +222,7 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
     }
     body->set_root(bb.Add(Opcode::kTuple, state_shape, next));
   }
-  Instruction* loop = b.Add(Opcode::kWhile, state_shape, {init}, instr.name() + ".windowed");
-  loop->set_called_computations({cond.get(), body.get()});
-  ctx.shared().computations.push_back(std::move(cond));
-  ctx.shared().computations.push_back(std::move(body));
+  Instruction* loop = WhileLoop(ctx, instr, init, std::move(cond), std::move(body));
   Instruction* result = Gte(b, loop, 3);
   if (o >= 0 && acc_dims[o] != local_out.dimensions(o)) {
     std::vector<int64_t> starts(acc_dims.size(), 0);
@@ -369,10 +381,8 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
   Instruction* zero_i = b.ScalarS32(0);
   std::vector<Instruction*> state = {zero_i, l0, r0, acc};
   if (both_ways) state.push_back(acc);
-  std::vector<Shape> state_shapes;
-  for (Instruction* v : state) state_shapes.push_back(v->shape());
-  Shape state_shape = Shape::Tuple(state_shapes);
-  Instruction* init = b.Add(Opcode::kTuple, state_shape, state);
+  Instruction* init = StateTuple(b, state);
+  const Shape& state_shape = init->shape();
   auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
   {
     SpmdBuilder cb(&b.state(), cond.get());
@@ -399,10 +409,7 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
     }
     body->set_root(bb.Add(Opcode::kTuple, state_shape, next));
   }
-  Instruction* loop = b.Add(Opcode::kWhile, state_shape, {init}, instr.name() + ".windowed");
-  loop->set_called_computations({cond.get(), body.get()});
-  ctx.shared().computations.push_back(std::move(cond));
-  ctx.shared().computations.push_back(std::move(body));
+  Instruction* loop = WhileLoop(ctx, instr, init, std::move(cond), std::move(body));
   // Step m-1: the forward sum's block is this partition's own.
   Instruction* last_step = b.ScalarS32(m - 1);
   Instruction* fwd_part = contribution(b, l0, r0, block_index(b, last_step, fwd_shift, false));
