@@ -103,6 +103,20 @@ StatusOr<Literal> Draw(const Instruction& instr, const std::string& name, const 
   return out;
 }
 
+// The tile offsets of a partition-invariant rng: operands first ..
+// first+rank-1, each a non-negative integer scalar.
+StatusOr<std::vector<int64_t>> TileOffsets(KernelArgs& k, int first, int64_t rank) {
+  std::vector<int64_t> offsets(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    const Literal& o = k.op(first + static_cast<int>(d));
+    if (o.element_count() != 1 || !IsInteger(o.element_type()) || o.GetInt(0) < 0)
+      return InstrError(k.instr, "offset operand " + std::to_string(first + d) +
+                                     " must be a non-negative integer scalar");
+    offsets[d] = o.GetInt(0);
+  }
+  return offsets;
+}
+
 }  // namespace
 
 StatusOr<Literal> EvalRng(KernelArgs& k) {
@@ -123,16 +137,10 @@ StatusOr<Literal> EvalPartitionInvariantRng(KernelArgs& k) {
     return InstrError(instr, std::string(kPartitionInvariantRngTarget) +
                                  " takes the two rng parameters and one offset per dim of its "
                                  "array result, with global dims of the same rank");
-  std::vector<int64_t> offsets(rank);
-  for (int64_t d = 0; d < rank; ++d) {
-    const Literal& o = k.op(2 + static_cast<int>(d));
-    if (o.element_count() != 1 || !IsInteger(o.element_type()) || o.GetInt(0) < 0)
-      return InstrError(instr, "offset operand " + std::to_string(2 + d) +
-                                   " must be a non-negative integer scalar");
-    offsets[d] = o.GetInt(0);
-  }
+  StatusOr<std::vector<int64_t>> offsets = TileOffsets(k, /*first=*/2, rank);
+  if (!offsets.ok()) return offsets.status();
   return Draw(instr, record->name, record->distribution, k.op(0), k.op(1), shape,
-              record->global_dims, offsets, k.interp.ctx().rng_seed);
+              record->global_dims, *offsets, k.interp.ctx().rng_seed);
 }
 
 namespace {
@@ -234,15 +242,9 @@ StatusOr<Literal> EvalPartitionInvariantRngBitGenerator(KernelArgs& k) {
     return InstrError(instr, std::string(kPartitionInvariantRngBitGeneratorTarget) +
                                  " takes the state and one offset per dim of its bits, with "
                                  "global dims of the same rank");
-  std::vector<int64_t> offsets(rank);
-  for (int64_t d = 0; d < rank; ++d) {
-    const Literal& o = k.op(1 + static_cast<int>(d));
-    if (o.element_count() != 1 || !IsInteger(o.element_type()) || o.GetInt(0) < 0)
-      return InstrError(instr, "offset operand " + std::to_string(1 + d) +
-                                   " must be a non-negative integer scalar");
-    offsets[d] = o.GetInt(0);
-  }
-  return DrawBits(instr, k.op(0), bits, record->global_dims, offsets);
+  StatusOr<std::vector<int64_t>> offsets = TileOffsets(k, /*first=*/1, rank);
+  if (!offsets.ok()) return offsets.status();
+  return DrawBits(instr, k.op(0), bits, record->global_dims, *offsets);
 }
 
 }  // namespace meshsplit::interp
