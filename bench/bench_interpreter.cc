@@ -3,7 +3,11 @@
 //    cblas_sgemm of the same size (target: interpreter throughput >= 0.95x);
 //  - elementwise add of two 64 MiB f32 arrays vs memcpy of 64 MiB (target
 //    >= 0.5x), once with a freshly allocated output and once with the first
-//    operand's buffer donated (as happens for intermediate values).
+//    operand's buffer donated (as happens for intermediate values);
+//  - transpose f32[64,64,64,64] (64 MiB) by {0,3,1,2}, NHWC to NCHW as in
+//    convolution layouts, vs the same memcpy of 64 MiB; and the same
+//    transpose of the activation shape f32[8,56,56,512] (49 MiB, from a ResNet
+//    convolution) vs a memcpy of its bytes.
 // Run: OPENBLAS_CORETYPE=Haswell build/<dir>/bench/bench_interpreter
 // The ratios are printed at the end (best repetition of each benchmark).
 #include <benchmark/benchmark.h>
@@ -110,6 +114,46 @@ void BM_InterpreterAddDonatedInput(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * kAddElems * 4);
 }
 
+void RunTranspose(benchmark::State& state, const char* module, const std::vector<int64_t>& dims) {
+  auto m = Parse(module);
+  Literal a = Filled(Shape(PrimitiveType::F32, dims), 1.0f);
+  for (auto _ : state) {
+    auto r = EvaluateBorrowed(*m->entry(), {&a});
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+    benchmark::DoNotOptimize(r->raw());
+  }
+  state.SetBytesProcessed(state.iterations() * a.size_bytes());
+}
+
+void BM_InterpreterTranspose4D(benchmark::State& state) {
+  RunTranspose(state, R"(HloModule transpose
+ENTRY e {
+  a = f32[64,64,64,64] parameter(0)
+  ROOT t = f32[64,64,64,64] transpose(a), dimensions={0,3,1,2}
+})",
+               {64, 64, 64, 64});
+}
+
+void BM_InterpreterTransposeConvShape(benchmark::State& state) {
+  RunTranspose(state, R"(HloModule transpose
+ENTRY e {
+  a = f32[8,56,56,512] parameter(0)
+  ROOT t = f32[8,512,56,56] transpose(a), dimensions={0,3,1,2}
+})",
+               {8, 56, 56, 512});
+}
+
+void BM_MemcpyConvShape(benchmark::State& state) {
+  const int64_t n = int64_t{8} * 56 * 56 * 512;
+  std::vector<float> src(n, 1.0f), dst(n);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), n * 4);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * n * 4);
+}
+
 void BM_Memcpy64MiB(benchmark::State& state) {
   std::vector<float> src(kAddElems, 1.0f), dst(kAddElems);
   for (auto _ : state) {
@@ -124,7 +168,10 @@ BENCHMARK(BM_InterpreterDot)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_CblasSgemm)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_InterpreterAddFreshOutput)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_InterpreterAddDonatedInput)->Unit(benchmark::kMillisecond)->Repetitions(5);
+BENCHMARK(BM_InterpreterTranspose4D)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_Memcpy64MiB)->Unit(benchmark::kMillisecond)->Repetitions(5);
+BENCHMARK(BM_InterpreterTransposeConvShape)->Unit(benchmark::kMillisecond)->Repetitions(5);
+BENCHMARK(BM_MemcpyConvShape)->Unit(benchmark::kMillisecond)->Repetitions(5);
 
 // Records the best (lowest) real time per iteration of each benchmark.
 class BestTimeReporter : public benchmark::ConsoleReporter {
@@ -169,6 +216,10 @@ int main(int argc, char** argv) {
               ratio("BM_Memcpy64MiB", "BM_InterpreterAddFreshOutput"));
   std::printf("ratio add donated input (memcpy time / interpreter time, target >= 0.5): %.3f\n",
               ratio("BM_Memcpy64MiB", "BM_InterpreterAddDonatedInput"));
+  std::printf("ratio transpose f32[64,64,64,64] (memcpy time / interpreter time): %.3f\n",
+              ratio("BM_Memcpy64MiB", "BM_InterpreterTranspose4D"));
+  std::printf("ratio transpose f32[8,56,56,512] (memcpy time / interpreter time): %.3f\n",
+              ratio("BM_MemcpyConvShape", "BM_InterpreterTransposeConvShape"));
   benchmark::Shutdown();
   return 0;
 }
