@@ -355,6 +355,43 @@ class Rules {
     }
   }
 
+  // The dim structure gather and scatter share. The index batch dims (all
+  // but `index_vector_dim`) pair in order with the dims of `windowed` (the
+  // gather result, the scatter updates) outside `window_dims`; operand
+  // batching dims pair with index batching dims. The remaining operand dims
+  // pair in order with `window_dims`: a window that takes operand dim d
+  // whole (`size(d, w)` equals it) lets both shrink together; otherwise the
+  // window dim keeps its size and the operand dim stays at least that big.
+  template <typename WindowSize>
+  void IndexedWindows(const Instruction& i, const Instruction* op, const Instruction* idx,
+                      const Instruction* windowed, int64_t index_vector_dim,
+                      const std::vector<int64_t>& window_dims,
+                      const std::vector<int64_t>& operand_batching_dims,
+                      const std::vector<int64_t>& index_batching_dims,
+                      std::vector<int64_t> excluded, WindowSize size) {
+    std::vector<int64_t> idx_batch = OtherDims(Rank(idx), {index_vector_dim});
+    std::vector<int64_t> windowed_batch = OtherDims(Rank(windowed), window_dims);
+    if (idx_batch.size() != windowed_batch.size()) return FreezeAll(i);
+    for (size_t k = 0; k < idx_batch.size(); ++k)
+      UnionDim(idx, idx_batch[k], windowed, windowed_batch[k]);
+    for (size_t k = 0; k < operand_batching_dims.size() && k < index_batching_dims.size(); ++k)
+      UnionDim(op, operand_batching_dims[k], idx, index_batching_dims[k]);
+    excluded.insert(excluded.end(), operand_batching_dims.begin(), operand_batching_dims.end());
+    std::vector<int64_t> window = OtherDims(Rank(op), excluded);
+    if (window.size() != window_dims.size()) return FreezeAll(i);
+    for (size_t k = 0; k < window.size(); ++k) {
+      const int64_t d = window[k], w = window_dims[k];
+      const int64_t extent = size(d, w);
+      if (extent == Dim(op, d)) {
+        UnionDim(op, d, windowed, w);
+      } else {
+        FreezeDim(windowed, w);
+        int n = N(op, d);
+        if (n >= 0) g_.RaiseMin(n, extent);
+      }
+    }
+  }
+
   void Gather(const Instruction& i) {
     const Instruction* op = i.operand(0);
     const Instruction* idx = i.operand(1);
@@ -369,28 +406,9 @@ class Rules {
     if (idx->opcode() == Opcode::kConstant)
       for (int64_t d : dn.start_index_map) FreezeDim(op, d);
     // Output batch dims follow the index batch dims in order.
-    std::vector<int64_t> idx_batch = OtherDims(Rank(idx), {dn.index_vector_dim});
-    std::vector<int64_t> out_batch = OtherDims(Rank(&i), dn.offset_dims);
-    if (idx_batch.size() != out_batch.size()) return FreezeAll(i);
-    for (size_t k = 0; k < idx_batch.size(); ++k) UnionDim(idx, idx_batch[k], &i, out_batch[k]);
-    for (size_t k = 0;
-         k < dn.operand_batching_dims.size() && k < dn.start_indices_batching_dims.size(); ++k)
-      UnionDim(op, dn.operand_batching_dims[k], idx, dn.start_indices_batching_dims[k]);
-    std::vector<int64_t> excluded = dn.collapsed_slice_dims;
-    excluded.insert(excluded.end(), dn.operand_batching_dims.begin(), dn.operand_batching_dims.end());
-    std::vector<int64_t> window = OtherDims(Rank(op), excluded);
-    if (window.size() != dn.offset_dims.size()) return FreezeAll(i);
-    for (size_t k = 0; k < window.size(); ++k) {
-      int64_t d = window[k];
-      int64_t slice = at.gather_slice_sizes[d];
-      if (slice == Dim(op, d)) {
-        UnionDim(op, d, &i, dn.offset_dims[k]);  // a whole dim: the slice size follows
-      } else {
-        FreezeDim(&i, dn.offset_dims[k]);
-        int n = N(op, d);
-        if (n >= 0) g_.RaiseMin(n, slice);
-      }
-    }
+    IndexedWindows(i, op, idx, &i, dn.index_vector_dim, dn.offset_dims, dn.operand_batching_dims,
+                   dn.start_indices_batching_dims, dn.collapsed_slice_dims,
+                   [&](int64_t d, int64_t) { return at.gather_slice_sizes[d]; });
   }
 
   void Scatter(const Instruction& i) {
@@ -409,27 +427,9 @@ class Rules {
     FreezeDim(idx, dn.index_vector_dim);
     if (idx->opcode() == Opcode::kConstant)
       for (int64_t d : dn.scatter_dims_to_operand_dims) FreezeDim(op, d);
-    std::vector<int64_t> idx_batch = OtherDims(Rank(idx), {dn.index_vector_dim});
-    std::vector<int64_t> upd_scatter = OtherDims(Rank(upd), dn.update_window_dims);
-    if (idx_batch.size() != upd_scatter.size()) return FreezeAll(i);
-    for (size_t q = 0; q < idx_batch.size(); ++q) UnionDim(idx, idx_batch[q], upd, upd_scatter[q]);
-    for (size_t q = 0;
-         q < dn.input_batching_dims.size() && q < dn.scatter_indices_batching_dims.size(); ++q)
-      UnionDim(op, dn.input_batching_dims[q], idx, dn.scatter_indices_batching_dims[q]);
-    std::vector<int64_t> excluded = dn.inserted_window_dims;
-    excluded.insert(excluded.end(), dn.input_batching_dims.begin(), dn.input_batching_dims.end());
-    std::vector<int64_t> window = OtherDims(Rank(op), excluded);
-    if (window.size() != dn.update_window_dims.size()) return FreezeAll(i);
-    for (size_t q = 0; q < window.size(); ++q) {
-      int64_t d = window[q], u = dn.update_window_dims[q];
-      if (Dim(upd, u) == Dim(op, d)) {
-        UnionDim(op, d, upd, u);
-      } else {
-        FreezeDim(upd, u);
-        int node = N(op, d);
-        if (node >= 0) g_.RaiseMin(node, Dim(upd, u));
-      }
-    }
+    IndexedWindows(i, op, idx, upd, dn.index_vector_dim, dn.update_window_dims,
+                   dn.input_batching_dims, dn.scatter_indices_batching_dims,
+                   dn.inserted_window_dims, [&](int64_t, int64_t u) { return Dim(upd, u); });
   }
 
   // slice / pad: a dim the op leaves whole (`whole(d)`) shrinks together
