@@ -343,7 +343,18 @@ void FillRandomValues(Literal& lit, std::mt19937_64& rng) {
   if (!lit.shape().IsArray()) return;
   PrimitiveType t = lit.element_type();
   int64_t n = lit.element_count();
-  if (IsFloat(t)) {
+  if (t == PrimitiveType::F32 || t == PrimitiveType::F64) {
+    // Typed stores instead of SetDouble's per-element type switch; the draws
+    // and their rounding are the same, so the inputs do not change.
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    if (t == PrimitiveType::F32) {
+      float* p = lit.data<float>();
+      for (int64_t i = 0; i < n; ++i) p[i] = static_cast<float>(d(rng));
+    } else {
+      double* p = lit.data<double>();
+      for (int64_t i = 0; i < n; ++i) p[i] = d(rng);
+    }
+  } else if (IsFloat(t)) {
     std::uniform_real_distribution<double> d(-1.0, 1.0);
     for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, d(rng));
   } else if (t == PrimitiveType::PRED) {
