@@ -377,7 +377,7 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   }
   if (result.divergent_instruction.empty())
     result.divergence_detail = "all " + std::to_string(orig_values.size()) +
-                             " same-named intermediate values agree";
+                               " same-named intermediate values agree";
 }
 
 bool HasArrayLeaf(const Shape& s) {
