@@ -34,8 +34,10 @@ bool ParseDimList(const std::string& text, std::vector<int64_t>* out) {
     skip();
     size_t start = i;
     if (i < text.size() && text[i] == '-') ++i;
+    const size_t digits = i;
     while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-    if (i == start || i - start > 10) return false;  // no dim number is that large
+    // A lone '-' is no number; and no dim number is that large.
+    if (i == digits || i - start > 10) return false;
     out->push_back(std::stoll(text.substr(start, i - start)));
     skip();
     if (i < text.size() && text[i] == ',') {
