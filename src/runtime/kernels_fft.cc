@@ -24,6 +24,7 @@ std::optional<std::vector<int64_t>> ParseLengths(const std::string& text) {
   for (char c : text) {
     if (c >= '0' && c <= '9') {
       digits += c;
+      if (digits.size() > 18) return std::nullopt;  // would overflow std::stoll
     } else if (c == ',' || c == '}' || c == ' ') {
       if (!digits.empty()) out.push_back(std::stoll(digits));
       digits.clear();
