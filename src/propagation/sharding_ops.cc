@@ -19,12 +19,6 @@ namespace {
 constexpr std::string_view kCseMarker =
     "op_name=\"_sharding_propagation_cse_prevention\"";
 
-int64_t Product(const std::vector<int64_t>& v) {
-  int64_t p = 1;
-  for (int64_t x : v) p *= x;
-  return p;
-}
-
 bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
