@@ -32,7 +32,9 @@ inline constexpr char kPartitionInvariantRngBitGeneratorTarget[] =
 // (rng-bit-generator: of the bits) and its name (the generator's key, so a
 // uniquified copy still draws the original's stream).
 struct PartitionInvariantRng {
-  std::string distribution;  // "rng_uniform" / "rng_normal" ("" = uniform)
+  // rng: "rng_uniform" / "rng_normal" ("" = uniform); rng-bit-generator:
+  // its algorithm.
+  std::string distribution;
   std::vector<int64_t> global_dims;
   std::string name;
 };
