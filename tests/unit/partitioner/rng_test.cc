@@ -39,7 +39,8 @@ std::vector<int64_t> ParseDims(const std::string& s) {
   return out;
 }
 
-// Bits of element i, so NaN-free floats and ints compare exactly.
+// Element i as a double: exact for the types drawn here (f32, bf16 without
+// NaNs; s32), so == compares the values exactly.
 double At(const Literal& l, int64_t i) { return l.GetDouble(i); }
 
 void CheckInvariant(const RngCase& c, uint64_t seed = 42) {
