@@ -143,7 +143,6 @@ constexpr int64_t kPipelineChunkBytes = 1 << 20;
 constexpr int kTagGather = 1;
 constexpr int kTagSlices = 2;
 constexpr int kTagFolded = 3;
-constexpr int kTagEnvelope = 4;  // on envelope_comm_ only
 
 // One step of point-to-point messages among the members of `comm` (ranks =
 // group positions): this member, at position p, receives recv(q) = {pointer,
@@ -342,7 +341,6 @@ MpiCommunicator::~MpiCommunicator() {
   if (finalized) return;
   for (auto& [groups, group] : groups_)
     if (group->comm != MPI_COMM_NULL) MPI_Comm_free(&group->comm);
-  if (envelope_comm_ != MPI_COMM_NULL) MPI_Comm_free(&envelope_comm_);
 }
 
 Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
@@ -365,25 +363,12 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                  : 0;
   std::memcpy(mine + kInlineBytes, &word, 2);
   envelopes_.resize(size_ * kEnvelopeBytes);
-  if (size_ <= kLinearMaxGroup) {
-    // One step of point-to-point messages: cheaper than MPI_Allgather's
-    // dispatch and local copy, which every small collective would pay (at
-    // 2 ranks, nonblocking sends and receives also measured a little
-    // faster than MPI_Sendrecv).
-    if (envelope_comm_ == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &envelope_comm_);
-    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
-    if (size_ > 1) {
-      ExchangeLinear(
-          envelope_comm_, size_, rank_, kTagEnvelope, requests_,
-          [&](int64_t) { return std::pair{static_cast<const void*>(mine), kEnvelopeBytes}; },
-          [&](int64_t q) {
-            return std::pair{envelopes_.data() + q * kEnvelopeBytes, kEnvelopeBytes};
-          });
-    }
-  } else {
-    MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes,
-                  MPI_BYTE, MPI_COMM_WORLD);
-  }
+  // MPI_Allgather, not point-to-point messages on a duplicate of the world:
+  // those made the 8-byte all-gather at np 2 a little faster (0.92-0.95x of
+  // raw against 0.78-0.87x) but the 1 MiB one slower (0.78-0.88x against
+  // 0.93-1.0x; see docs/mpi.md).
+  MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
+                MPI_COMM_WORLD);
   // The verdict depends only on the gathered envelopes, so it is the same on
   // every rank.
   auto word_of = [&](int64_t d) {

@@ -116,7 +116,7 @@ class MpiCommunicator final : public Communicator {
 
   // The agreement is one all-gather over the world of a fixed-size envelope
   // per rank (fixed so that ranks that disagree on the sizes still make
-  // matching MPI calls; point to point up to 8 ranks, else MPI_Allgather):
+  // matching MPI calls):
   // 8 bytes, then a 16-bit word. The word is 0 when
   // the rank's own checks failed, else kWordOk, kWordInline when the 8 bytes
   // carry the payload (collectives of up to kInlineBytes, which then cost one
@@ -183,10 +183,6 @@ class MpiCommunicator final : public Communicator {
   static constexpr uint64_t kHistorySeed = 0x243f6a8885a308d3ull;
   uint64_t history_ = kHistorySeed;
   std::vector<uint64_t> inline_;  // one inlined payload per device
-  // A duplicate of the world for the envelopes of small worlds, which are
-  // exchanged point to point (duplicated on the first agreement, which every
-  // rank reaches, so that no other message on the world can match them).
-  MPI_Comm envelope_comm_ = MPI_COMM_NULL;
   std::vector<const void*> inputs_;
   std::vector<MPI_Request> requests_;
   std::vector<unsigned char> send_, recv_, envelopes_;
