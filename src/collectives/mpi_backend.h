@@ -73,7 +73,7 @@ class MpiWait {
 // Unlike the threads backend, Abort() cannot wake the other ranks with an
 // error Status: it prints the message and calls MPI_Abort, which ends every
 // rank of the job with exit status 1. Argument mismatches between ranks are
-// still reported as an error Status on every rank (one small all-gather
+// still reported as an error Status on every rank (one small MPI_Allgather
 // of a signature before each collective, which carries the data itself when
 // it is small; disable with set_check_agreement for speed once a program is
 // trusted).
@@ -114,10 +114,9 @@ class MpiCommunicator final : public Communicator {
   // Ok when the check is off.
   Status CheckHistory();
 
-  // The agreement is one all-gather over the world of a fixed-size envelope
-  // per rank (fixed so that ranks that disagree on the sizes still make
-  // matching MPI calls):
-  // 8 bytes, then a 16-bit word. The word is 0 when
+  // The agreement is one MPI_Allgather over the world of a fixed-size
+  // envelope per rank (fixed so that ranks that disagree on the sizes still
+  // make matching MPI calls): 8 bytes, then a 16-bit word. The word is 0 when
   // the rank's own checks failed, else kWordOk, kWordInline when the 8 bytes
   // carry the payload (collectives of up to kInlineBytes, which then cost one
   // exchange, not two), and 14 bits of the history: a running hash of the
