@@ -203,17 +203,20 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
         operands.push_back(j == o ? offset : bb.ScalarS32(0));
       return bb.Add(Opcode::kDynamicUpdateSlice, running->shape(), operands);
     };
-    Instruction* idx = bb.Binary(Opcode::kRemainder, bb.Binary(Opcode::kAdd, mine, i),
-                                 bb.ScalarS32(k));
+    // One instruction per statement, so the emitted order does not depend on
+    // the compiler's argument-evaluation order.
+    Instruction* mine_plus_i = bb.Binary(Opcode::kAdd, mine, i);
+    Instruction* k_const = bb.ScalarS32(k);
+    Instruction* idx = bb.Binary(Opcode::kRemainder, mine_plus_i, k_const);
     Instruction* next_sum = contract(a, idx, sum);
     Instruction* next_i = bb.Binary(Opcode::kAdd, i, bb.ScalarS32(1));
     std::vector<Instruction*> next = {next_i, bb.CollectivePermute(a, from_next), other_in};
     if (both_ways) {
       Instruction* back = Gte(bb, p, 4);
-      Instruction* back_idx = bb.Binary(
-          Opcode::kRemainder,
-          bb.Binary(Opcode::kSubtract, bb.Binary(Opcode::kAdd, mine, bb.ScalarS32(k - 1)), i),
-          bb.ScalarS32(k));
+      Instruction* k_minus_1 = bb.ScalarS32(k - 1);
+      Instruction* shifted = bb.Binary(Opcode::kAdd, mine, k_minus_1);
+      Instruction* back_pos = bb.Binary(Opcode::kSubtract, shifted, i);
+      Instruction* back_idx = bb.Binary(Opcode::kRemainder, back_pos, bb.ScalarS32(k));
       next_sum = contract(back, back_idx, next_sum);
       next.push_back(next_sum);
       next.push_back(bb.CollectivePermute(back, from_prev));
@@ -387,7 +390,8 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
   {
     SpmdBuilder cb(&b.state(), cond.get());
     Instruction* p = Parameter(cb, state_shape);
-    cond->set_root(cb.Compare(Gte(cb, p, 0), cb.ScalarS32(m - 1), ComparisonDirection::kLt));
+    Instruction* step = Gte(cb, p, 0);
+    cond->set_root(cb.Compare(step, cb.ScalarS32(m - 1), ComparisonDirection::kLt));
   }
   auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
   {
