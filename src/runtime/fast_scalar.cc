@@ -45,20 +45,6 @@ inline uint64_t F32ToHalf(float f, PrimitiveType t) {
   return t == PrimitiveType::BF16 ? F32ToBf16(f) : F32ToF16(f);
 }
 
-template <typename To, typename From>
-inline To ConvertOne(From x) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (x != x) return 0;
-    constexpr From kLo = static_cast<From>(std::numeric_limits<To>::min());
-    constexpr From kHi = static_cast<From>(std::numeric_limits<To>::max());
-    if (x <= kLo) return std::numeric_limits<To>::min();
-    if (x >= kHi) return std::numeric_limits<To>::max();
-    return static_cast<To>(x);
-  } else {
-    return static_cast<To>(x);
-  }
-}
-
 template <typename T>
 inline bool Cmp(int dir, T a, T b) {
   switch (static_cast<ComparisonDirection>(dir)) {
@@ -81,7 +67,7 @@ uint64_t ConvertBits(uint64_t bits, PrimitiveType from, PrimitiveType to) {
   }
   if (Is16BitFloat(to)) {  // from != F64 (Compile refuses that pair)
     float f = 0;
-    DispatchCompute(from, [&]<typename F>() { f = ConvertOne<float>(Load<F>(bits)); });
+    DispatchCompute(from, [&]<typename F>() { f = SaturatingConvert<float>(Load<F>(bits)); });
     return F32ToHalf(f, to);
   }
   uint64_t out = 0;
@@ -91,7 +77,7 @@ uint64_t ConvertBits(uint64_t bits, PrimitiveType from, PrimitiveType to) {
       out = x != 0;
       return;
     }
-    DispatchCompute(to, [&]<typename T>() { out = Store(ConvertOne<T>(x)); });
+    DispatchCompute(to, [&]<typename T>() { out = Store(SaturatingConvert<T>(x)); });
   });
   return out;
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -160,6 +161,23 @@ inline int32_t TotalOrderKey(float v) {
   int32_t i;
   std::memcpy(&i, &v, 4);
   return i < 0 ? (i ^ INT32_MAX) : i;
+}
+
+// Element conversion as XLA's convert: float -> integer saturates at the
+// integer's range and maps NaN to 0; every other pair is a plain cast.
+// (The interpreter's convert kernel and the compiled scalar programs.)
+template <typename To, typename From>
+inline To SaturatingConvert(From x) {
+  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
+    if (x != x) return 0;
+    constexpr From kLo = static_cast<From>(std::numeric_limits<To>::min());
+    constexpr From kHi = static_cast<From>(std::numeric_limits<To>::max());
+    if (x <= kLo) return std::numeric_limits<To>::min();
+    if (x >= kHi) return std::numeric_limits<To>::max();
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(x);
+  }
 }
 
 inline bool Is16BitFloat(PrimitiveType t) {

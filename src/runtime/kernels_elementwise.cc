@@ -231,21 +231,6 @@ void CompareTotalOrder(ComparisonDirection dir, const T* a, const T* b, uint8_t*
   }
 }
 
-// Saturating float -> integer conversion with NaN -> 0, as XLA does.
-template <typename To, typename From>
-inline To ConvertElement(From x) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (x != x) return 0;
-    constexpr From kLo = static_cast<From>(std::numeric_limits<To>::min());
-    constexpr From kHi = static_cast<From>(std::numeric_limits<To>::max());
-    if (x <= kLo) return std::numeric_limits<To>::min();
-    if (x >= kHi) return std::numeric_limits<To>::max();
-    return static_cast<To>(x);
-  } else {
-    return static_cast<To>(x);
-  }
-}
-
 template <typename From>
 void ConvertFrom(const From* in, Literal& out, int64_t n) {
   PrimitiveType to = out.element_type();
@@ -256,7 +241,7 @@ void ConvertFrom(const From* in, Literal& out, int64_t n) {
   }
   DispatchCompute(to, [&]<typename To>() {
     To* o = out.data<To>();
-    for (int64_t i = 0; i < n; ++i) o[i] = ConvertElement<To>(in[i]);
+    for (int64_t i = 0; i < n; ++i) o[i] = SaturatingConvert<To>(in[i]);
   });
 }
 
