@@ -43,6 +43,17 @@ Instruction* StateTuple(SpmdBuilder& b, const std::vector<Instruction*>& state) 
   return b.Add(Opcode::kTuple, Shape::Tuple(shapes), state);
 }
 
+// The loop condition "state[0] < limit" over a state of `state_shape`.
+std::unique_ptr<Computation> CounterBelow(SpmdContext& ctx, const Instruction& instr,
+                                          const Shape& state_shape, int64_t limit) {
+  auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
+  SpmdBuilder cb(&ctx.b.state(), cond.get());
+  Instruction* p = Parameter(cb, state_shape);
+  Instruction* counter = Gte(cb, p, 0);
+  cond->set_root(cb.Compare(counter, cb.ScalarS32(limit), ComparisonDirection::kLt));
+  return cond;
+}
+
 // The while loop over `init`; the module takes over `cond` and `body`.
 Instruction* WhileLoop(SpmdContext& ctx, const Instruction& instr, Instruction* init,
                        std::unique_ptr<Computation> cond, std::unique_ptr<Computation> body) {
@@ -158,14 +169,7 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   Instruction* init = StateTuple(b, state);
   const Shape& state_shape = init->shape();
 
-  // Condition: i < iterations.
-  auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
-  {
-    SpmdBuilder cb(&b.state(), cond.get());
-    Instruction* p = Parameter(cb, state_shape);
-    Instruction* i = Gte(cb, p, 0);
-    cond->set_root(cb.Compare(i, cb.ScalarS32(iterations), ComparisonDirection::kLt));
-  }
+  std::unique_ptr<Computation> cond = CounterBelow(ctx, instr, state_shape, iterations);
   // Body: contract the held shard(s), place or add their blocks, pass them on.
   auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
   {
@@ -386,13 +390,7 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
   if (both_ways) state.push_back(acc);
   Instruction* init = StateTuple(b, state);
   const Shape& state_shape = init->shape();
-  auto cond = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_cond"));
-  {
-    SpmdBuilder cb(&b.state(), cond.get());
-    Instruction* p = Parameter(cb, state_shape);
-    Instruction* step = Gte(cb, p, 0);
-    cond->set_root(cb.Compare(step, cb.ScalarS32(m - 1), ComparisonDirection::kLt));
-  }
+  std::unique_ptr<Computation> cond = CounterBelow(ctx, instr, state_shape, m - 1);
   auto body = std::make_unique<Computation>(ctx.shared().ComputationName(instr.name() + ".window_body"));
   {
     SpmdBuilder bb(&b.state(), body.get());
