@@ -45,17 +45,10 @@ inline uint64_t F32ToHalf(float f, PrimitiveType t) {
   return t == PrimitiveType::BF16 ? F32ToBf16(f) : F32ToF16(f);
 }
 
+// Programs keep the direction as an int operand.
 template <typename T>
 inline bool Cmp(int dir, T a, T b) {
-  switch (static_cast<ComparisonDirection>(dir)) {
-    case ComparisonDirection::kEq: return a == b;
-    case ComparisonDirection::kNe: return a != b;
-    case ComparisonDirection::kGe: return a >= b;
-    case ComparisonDirection::kGt: return a > b;
-    case ComparisonDirection::kLe: return a <= b;
-    case ComparisonDirection::kLt: return a < b;
-  }
-  return false;
+  return CompareByDirection(static_cast<ComparisonDirection>(dir), a, b);
 }
 
 // Converts a value of type `from` (bits) to `to`, as ConvertLiteral does.

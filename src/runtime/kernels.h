@@ -163,6 +163,21 @@ inline int32_t TotalOrderKey(float v) {
   return i < 0 ? (i ^ INT32_MAX) : i;
 }
 
+// `a <dir> b` for one comparison direction (compare kernels, the compiled
+// scalar programs, select-and-scatter's select).
+template <typename T>
+inline bool CompareByDirection(ComparisonDirection d, T a, T b) {
+  switch (d) {
+    case ComparisonDirection::kEq: return a == b;
+    case ComparisonDirection::kNe: return a != b;
+    case ComparisonDirection::kGe: return a >= b;
+    case ComparisonDirection::kGt: return a > b;
+    case ComparisonDirection::kLe: return a <= b;
+    case ComparisonDirection::kLt: return a < b;
+  }
+  return false;
+}
+
 // Element conversion as XLA's convert: float -> integer saturates at the
 // integer's range and maps NaN to 0; every other pair is a plain cast.
 // (The interpreter's convert kernel and the compiled scalar programs.)

@@ -409,19 +409,6 @@ std::optional<ComparisonDirection> SimpleSelect(const Computation* c) {
   return std::nullopt;
 }
 
-template <typename T>
-bool CompareDir(ComparisonDirection d, T a, T b) {
-  switch (d) {
-    case ComparisonDirection::kEq: return a == b;
-    case ComparisonDirection::kNe: return a != b;
-    case ComparisonDirection::kGe: return a >= b;
-    case ComparisonDirection::kGt: return a > b;
-    case ComparisonDirection::kLe: return a <= b;
-    case ComparisonDirection::kLt: return a < b;
-  }
-  return false;
-}
-
 }  // namespace
 
 StatusOr<Literal> EvalSelectAndScatter(KernelArgs& k) {
@@ -462,7 +449,7 @@ StatusOr<Literal> EvalSelectAndScatter(KernelArgs& k) {
     WithComputeType(t, [&]<typename T>(auto) {
       const T* p = op_c.data<T>();
       ForEachWindowElement(tables, w, in_dims, src_dims, [&](int64_t si, int64_t ii) {
-        if (chosen[si] < 0 || !CompareDir(*sel_dir, p[chosen[si]], p[ii])) chosen[si] = ii;
+        if (chosen[si] < 0 || !CompareByDirection(*sel_dir, p[chosen[si]], p[ii])) chosen[si] = ii;
       });
     });
   } else {
