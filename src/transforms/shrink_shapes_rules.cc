@@ -169,6 +169,17 @@ class Rules {
     int n = N(i, d);
     if (n >= 0) g_.Freeze(n);
   }
+  // The result's leaves are the operands' leaves in order (tuple, and
+  // variadic all-reduce / collective-permute).
+  void UnionOperandLeaves(const Instruction& i) {
+    int first = 0;
+    for (const Instruction* o : i.operands()) {
+      int count = g_.LeafCount(o);
+      g_.UnionLeafRange(o, 0, &i, first, count);
+      first += count;
+    }
+  }
+
   void FreezeAll(const Instruction& i) {
     g_.FreezeValue(&i);
     for (const Instruction* o : i.operands()) g_.FreezeValue(o);
@@ -603,15 +614,8 @@ class Rules {
         return Dot(i);
       case Opcode::kConvolution:
         return Convolution(i);
-      case Opcode::kTuple: {
-        int first = 0;
-        for (const Instruction* o : i.operands()) {
-          int count = g_.LeafCount(o);
-          g_.UnionLeafRange(o, 0, &i, first, count);
-          first += count;
-        }
-        return;
-      }
+      case Opcode::kTuple:
+        return UnionOperandLeaves(i);
       case Opcode::kGetTupleElement: {
         auto [first, count] = LeafRange(i.operand(0)->shape(), at.tuple_index);
         if (count != g_.LeafCount(&i)) return FreezeAll(i);
@@ -648,13 +652,7 @@ class Rules {
       case Opcode::kCollectivePermute: {
         linked_.insert(i.to_apply());
         if (i.opcode() == Opcode::kCollectivePermute && i.operand_count() != 1) return FreezeAll(i);
-        int first = 0;
-        for (const Instruction* o : i.operands()) {
-          int count = g_.LeafCount(o);
-          g_.UnionLeafRange(o, 0, &i, first, count);
-          first += count;
-        }
-        return;
+        return UnionOperandLeaves(i);
       }
       case Opcode::kAllGather:
       case Opcode::kReduceScatter:
