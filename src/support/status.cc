@@ -9,8 +9,18 @@
 namespace meshsplit {
 
 std::string Status::ToString() const {
-  if (ok_) return "ok";
-  return FormatDiagnostic(loc_, "error", message_);
+  if (ok()) return "ok";
+  return FormatDiagnostic(error_->loc, "error", error_->message);
+}
+
+const std::string& Status::EmptyMessage() {
+  static const std::string* empty = new std::string;
+  return *empty;
+}
+
+const SourceLoc& Status::EmptyLoc() {
+  static const SourceLoc* empty = new SourceLoc;
+  return *empty;
 }
 
 std::string FormatDiagnostic(const SourceLoc& loc, const std::string& severity,

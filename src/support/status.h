@@ -4,6 +4,7 @@
 // MS_CHECK instead (support/check.h).
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -19,23 +20,39 @@ class Status {
   static Status Ok() { return Status(); }
   static Status Error(std::string message, SourceLoc loc = {}) {
     Status s;
-    s.ok_ = false;
-    s.message_ = std::move(message);
-    s.loc_ = loc;
+    s.error_ = std::make_unique<Rep>(Rep{std::move(message), std::move(loc)});
     return s;
   }
 
-  bool ok() const { return ok_; }
-  const std::string& message() const { return message_; }
-  const SourceLoc& loc() const { return loc_; }
+  // An OK status is one null pointer, so creating, moving, copying and
+  // destroying one costs a word (collectives and kernels pass them on every
+  // call); only errors allocate.
+  Status(const Status& other)
+      : error_(other.error_ ? std::make_unique<Rep>(*other.error_) : nullptr) {}
+  Status& operator=(const Status& other) {
+    if (this != &other) error_ = other.error_ ? std::make_unique<Rep>(*other.error_) : nullptr;
+    return *this;
+  }
+  Status(Status&&) noexcept = default;
+  Status& operator=(Status&&) noexcept = default;
+
+  bool ok() const { return error_ == nullptr; }
+  // Empty for an OK status.
+  const std::string& message() const { return error_ ? error_->message : EmptyMessage(); }
+  const SourceLoc& loc() const { return error_ ? error_->loc : EmptyLoc(); }
 
   // "FILE:LINE:COL: error: message", or "error: message" without a location.
   std::string ToString() const;
 
  private:
-  bool ok_ = true;
-  std::string message_;
-  SourceLoc loc_;
+  struct Rep {
+    std::string message;
+    SourceLoc loc;
+  };
+  static const std::string& EmptyMessage();
+  static const SourceLoc& EmptyLoc();
+
+  std::unique_ptr<Rep> error_;  // null: OK
 };
 
 template <typename T>
