@@ -205,5 +205,21 @@ TEST(ConformanceTest, XlaPropagationCorpusDoesNotRegress) {
   EXPECT_GE(summary->passed, 203);
 }
 
+// The audit cases (tests/golden/propagation/Inputs/audit, see
+// docs/propagation_audit.md): small modules written for the audit against
+// XLA's propagation code, in the corpus format, each with the result XLA's
+// rules give. All must pass.
+TEST(ConformanceTest, AuditCasesPass) {
+  const std::string dir = std::string(MESHSPLIT_SOURCE_DIR) +
+                          "/tests/golden/propagation/Inputs/audit";
+  auto summary = RunPropagationConformance(dir);
+  ASSERT_TRUE(summary.ok()) << summary.status().ToString();
+  for (const auto& c : summary->cases)
+    if (!c.passed)
+      for (const auto& f : c.failures) ADD_FAILURE() << c.name << ": " << f;
+  EXPECT_EQ(summary->failed, 0);
+  EXPECT_GT(summary->passed, 0);
+}
+
 }  // namespace
 }  // namespace meshsplit
