@@ -4,7 +4,8 @@
 // mpirun, e.g.
 //   mpirun -np 2 build/bench/bench_mpi_collectives
 //   mpirun -np 4 --oversubscribe build/bench/bench_mpi_collectives --rounds 25
-// Flags: --rounds R (default 15), --max-bytes B (skip larger sizes),
+// Flags: --rounds R (default 15; cheap cases run more rounds, up to 4R,
+// until they have taken a second), --max-bytes B (skip larger sizes),
 // --no-check (our backend without the per-collective agreement check).
 // Each case alternates ours and raw for several rounds (so that load from
 // other processes hits both alike) and keeps the fastest round of each; a
@@ -45,6 +46,7 @@ struct Result {
   int64_t bytes;
   double ours, raw;     // fastest round of each, seconds per operation
   double median_ratio;  // median over rounds of raw / ours, back to back
+  int rounds;
 };
 
 int Main(int argc, char** argv) {
@@ -100,17 +102,27 @@ int Main(int argc, char** argv) {
       (*raw)();
       double best_ours = 1e30, best_raw = 1e30;
       std::vector<double> paired;  // raw / ours of back-to-back rounds
-      for (int r = 0; r < rounds; ++r) {  // alternate which goes first
-        double t_raw = 0;
+      // At least `rounds` rounds; cheap cases keep going (up to 4x as many)
+      // until they have spent kCaseSeconds, since the fastest of a few short
+      // rounds on a loaded, oversubscribed machine says more about the
+      // scheduler than about either side. The spent time is the slowest
+      // rank's, the same on every rank, so every rank stops after the same
+      // round.
+      constexpr double kCaseSeconds = 1.0;
+      double spent = 0;
+      for (int r = 0; r < rounds || (spent < kCaseSeconds && r < 4 * rounds); ++r) {
+        double t_raw = 0;  // alternate which goes first
         if (r % 2) t_raw = TimeRound(*raw, iterations);
         const double t_ours = TimeRound(*ours, iterations);
         if (r % 2 == 0) t_raw = TimeRound(*raw, iterations);
         best_ours = std::min(best_ours, t_ours);
         best_raw = std::min(best_raw, t_raw);
         paired.push_back(t_raw / t_ours);
+        spent += (t_ours + t_raw) * iterations;
       }
       std::sort(paired.begin(), paired.end());
-      results.push_back({name, bytes, best_ours, best_raw, paired[paired.size() / 2]});
+      results.push_back({name, bytes, best_ours, best_raw, paired[paired.size() / 2],
+                         static_cast<int>(paired.size())});
     }
     if (!status.ok()) {
       std::fprintf(stderr, "error: rank %d: %s\n", rank, status.message().c_str());
@@ -159,7 +171,7 @@ int Main(int argc, char** argv) {
       std::fclose(f);
       load[std::strcspn(load, "\n")] = '\0';
     }
-    std::printf("mpi collectives, np=%d, %d rounds, agreement check %s, loadavg %s\n", n,
+    std::printf("mpi collectives, np=%d, at least %d rounds, agreement check %s, loadavg %s\n", n,
                 rounds, check ? "on" : "off", load);
     std::printf("raw MPI_Allgather of the %lld-byte agreement envelope: %.2f us\n",
                 static_cast<long long>(MpiCommunicator::kEnvelopeBytes), envelope * 1e6);
@@ -167,15 +179,15 @@ int Main(int argc, char** argv) {
       std::printf("raw point-to-point exchange of the envelope (not used; for "
                   "comparison): %.2f us\n",
                   envelope_p2p * 1e6);
-    std::printf("%-20s %10s %12s %12s %10s %7s %7s\n", "op", "bytes/rank", "ours us",
-                "raw us", "ours GB/s", "best", "median");
+    std::printf("%-20s %10s %12s %12s %10s %7s %7s %7s\n", "op", "bytes/rank", "ours us",
+                "raw us", "ours GB/s", "best", "median", "rounds");
     double worst = 1e30;
     for (const Result& r : results) {
       const double ratio = r.raw / r.ours;
       worst = std::min(worst, ratio);
-      std::printf("%-20s %10lld %12.2f %12.2f %10.3f %6.2fx %6.2fx\n", r.name.c_str(),
+      std::printf("%-20s %10lld %12.2f %12.2f %10.3f %6.2fx %6.2fx %7d\n", r.name.c_str(),
                   static_cast<long long>(r.bytes), r.ours * 1e6, r.raw * 1e6,
-                  r.bytes / r.ours / 1e9, ratio, r.median_ratio);
+                  r.bytes / r.ours / 1e9, ratio, r.median_ratio, r.rounds);
     }
     std::printf("ratio = raw time / our time (throughput ours/raw). best: fastest round of "
                 "each; median: of back-to-back round pairs\n");

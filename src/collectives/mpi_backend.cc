@@ -143,6 +143,7 @@ constexpr int64_t kPipelineChunkBytes = 1 << 20;
 constexpr int kTagGather = 1;
 constexpr int kTagSlices = 2;
 constexpr int kTagFolded = 3;
+constexpr int kTagEnvelope = 4;  // on the agreement's own duplicate of the world
 
 // One step of point-to-point messages among the members of `comm` (ranks =
 // group positions): this member, at position p, receives recv(q) = {pointer,
@@ -341,6 +342,7 @@ MpiCommunicator::~MpiCommunicator() {
   if (finalized) return;
   for (auto& [groups, group] : groups_)
     if (group->comm != MPI_COMM_NULL) MPI_Comm_free(&group->comm);
+  if (agreement_comm_ != MPI_COMM_NULL) MPI_Comm_free(&agreement_comm_);
 }
 
 Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
@@ -363,12 +365,23 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                  : 0;
   std::memcpy(mine + kInlineBytes, &word, 2);
   envelopes_.resize(size_ * kEnvelopeBytes);
-  // MPI_Allgather, not point-to-point messages on a duplicate of the world:
-  // those made the 8-byte all-gather at np 2 a little faster (0.92-0.95x of
-  // raw against 0.78-0.87x) but the 1 MiB one slower (0.78-0.88x against
-  // 0.93-1.0x; see docs/mpi.md).
-  MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
-                MPI_COMM_WORLD);
+  if (size_ > 2 && size_ <= kLinearMaxGroup) {
+    // One step of point-to-point messages instead of MPI_Allgather's two or
+    // more dependent steps (recursive doubling, ring): each step is a trip
+    // through the scheduler when ranks share cores. Own envelope included.
+    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
+    ExchangeLinear(
+        AgreementComm(), size_, rank_, kTagEnvelope, requests_,
+        [&](int64_t) { return std::pair{static_cast<const void*>(mine), kEnvelopeBytes}; },
+        [&](int64_t q) { return std::pair{envelopes_.data() + q * kEnvelopeBytes, kEnvelopeBytes}; });
+  } else {
+    // At np 2 MPI_Allgather is a single exchange already, and point-to-point
+    // messages on a duplicate of the world made the 8-byte all-gather a
+    // little faster (0.92-0.95x of raw against 0.78-0.87x) but the 1 MiB one
+    // slower (0.78-0.88x against 0.93-1.0x; see docs/mpi.md).
+    MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
+                  MPI_COMM_WORLD);
+  }
   // The verdict depends only on the gathered envelopes, so it is the same on
   // every rank.
   auto word_of = [&](int64_t d) {
@@ -441,6 +454,11 @@ Status MpiCommunicator::Lookup(const CommGroups& groups, std::string_view op,
   }
   *out = group;
   return Status::Ok();
+}
+
+MPI_Comm MpiCommunicator::AgreementComm() {
+  if (agreement_comm_ == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &agreement_comm_);
+  return agreement_comm_;
 }
 
 const MpiCommunicator::Group* MpiCommunicator::Comm(Group* group) {

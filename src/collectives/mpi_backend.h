@@ -163,6 +163,10 @@ class MpiCommunicator final : public Communicator {
   // remembered, since programs repeat the same groups back to back.
   Status Lookup(const CommGroups& groups, std::string_view op, bool require_equal_sizes,
                 Group** out);
+  // The world duplicated for the agreement's point-to-point messages (so
+  // they cannot match a program's own), on first use: every rank's first
+  // agreement is the same call, so every rank duplicates at the same point.
+  MPI_Comm AgreementComm();
   // `group` with its communicator (split on first use). A collective MPI
   // call the first time: call it only after an agreement.
   const Group* Comm(Group* group);
@@ -176,6 +180,7 @@ class MpiCommunicator final : public Communicator {
   int64_t rank_ = 0;
   int64_t size_ = 1;
   bool check_agreement_ = true;
+  MPI_Comm agreement_comm_ = MPI_COMM_NULL;
   std::map<CommGroups, std::unique_ptr<Group>> groups_;
   const CommGroups* last_key_ = nullptr;  // a key of groups_
   Group* last_group_ = nullptr;
