@@ -161,6 +161,19 @@ Status HandleFft(SpmdContext& ctx, const Instruction& instr);
 // handlers/window.cc: windowed dims tiled in the result by halo exchange.
 Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr);
 Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr);
+// handlers/reduce_variadic.cc: a variadic reduce whose first input
+// (`in_sharding`, tiled, no manual subgroup) tiles reduced dims: local
+// reduce, partial results gathered, reduced again.
+Status HandleVariadicReducePartial(SpmdContext& ctx, const Instruction& instr,
+                                   const Sharding& in_sharding);
+// handlers/shape_ops.cc: bitcast-convert, elementwise or with its
+// element-piece dim whole.
+Status HandleBitcastConvert(SpmdContext& ctx, const Instruction& instr);
+// handlers/annotations.cc: opt-barrier and the host-offloading custom-calls
+// run on each partition's piece.
+Status HandleOptimizationBarrier(SpmdContext& ctx, const Instruction& instr);
+bool IsMemoryAnnotation(const Instruction& instr);
+Status HandleMemoryAnnotation(SpmdContext& ctx, const Instruction& instr);
 Status HandleTuple(SpmdContext& ctx, const Instruction& instr);
 Status HandleGetTupleElement(SpmdContext& ctx, const Instruction& instr);
 Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);

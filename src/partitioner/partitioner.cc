@@ -39,7 +39,7 @@ Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
       return (*param_shardings_)[i];
   }
   Sharding s = instr.has_sharding() ? *instr.sharding() : Sharding::Replicate();
-  s = NormalizeForPartitioning(s);
+  s = NormalizeForPartitioning(NestTupleSharding(s, instr.shape()));
   // Shardings that do not fit the shape (XLA lets infeed/outfeed annotate
   // their token too) are read as replicated.
   if (s.IsTuple() && (!instr.shape().IsTuple() ||
@@ -229,15 +229,19 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kRaggedDot: return HandleRaggedDot(ctx, instr);
     case Opcode::kFft:
       return HandleFft(ctx, instr);  // handlers/fft.cc
+    case Opcode::kBitcastConvert:
+      return HandleBitcastConvert(ctx, instr);  // handlers/shape_ops.cc
+    case Opcode::kOptimizationBarrier:
+      return HandleOptimizationBarrier(ctx, instr);  // handlers/annotations.cc
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
-    case Opcode::kStochasticConvert: case Opcode::kBitcast: case Opcode::kBitcastConvert:
+    case Opcode::kStochasticConvert: case Opcode::kBitcast:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
-    case Opcode::kOptimizationBarrier: case Opcode::kDomain:
+    case Opcode::kDomain:
     case Opcode::kInfeed: case Opcode::kRngGetAndUpdateState:
       return ctx.Fallback(instr);
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
@@ -257,8 +261,16 @@ Status ValidateShardings(const Module& input, int64_t n) {
       if (shape.IsTuple()) {
         std::vector<int64_t> ranks;
         for (const Shape& e : shape.tuple_shapes()) ranks.push_back(e.IsArray() ? e.rank() : 0);
-        // Nested tuples: validate only the top level.
-        s = instr->sharding()->ValidateTuple(ranks, n);
+        // A nested tuple's sharding lists its leaves (XLA's form): validate
+        // them leaf by leaf; otherwise only the top level.
+        const Sharding nested = NestTupleSharding(*instr->sharding(), shape);
+        if (!nested.IsTuple() || nested.tuple_elements().size() != ranks.size()) {
+          s = instr->sharding()->ValidateTuple(ranks, n);
+        } else {
+          for (size_t i = 0; i < ranks.size() && s.ok(); ++i)
+            if (!shape.tuple_shapes(i).IsTuple())
+              s = nested.tuple_elements()[i].Validate(ranks[i], n);
+        }
       } else if (instr->sharding()->IsTuple()) {
         s = Status::Error("tuple sharding on a non-tuple value");
       } else if (shape.IsArray()) {
@@ -292,7 +304,7 @@ StatusOr<Instruction*> PartitionComputationBody(SpmdContext& ctx, const Computat
   Instruction* root_hlo = root.hlo;
   if (root_hlo->opcode() == Opcode::kParameter || root_hlo->has_sharding())
     root_hlo = builder.Add(Opcode::kCopy, root_hlo->shape(), {root_hlo}, in_root->name());
-  root_hlo->set_sharding(root.sharding);
+  root_hlo->set_sharding(FlattenTupleSharding(root.sharding));
   MS_RETURN_IF_ERROR(builder.error());
   return root_hlo;
 }

@@ -40,6 +40,15 @@ Sharding NormalizeForPartitioning(const Sharding& s);
 // tuple shapes; a non-tuple sharding on a tuple applies to every leaf).
 Sharding ElementSharding(const Sharding& s, const Shape& shape, int64_t index);
 
+// XLA writes the sharding of a nested tuple as the flat list of its leaves;
+// the partitioner works on the nested form (one element per tuple element,
+// tuple elements of nested tuples). NestTupleSharding turns a flat leaf list
+// that fits `shape` into the nested form (anything else is returned as is);
+// FlattenTupleSharding turns a nested one back into the flat list, for text
+// other tools read.
+Sharding NestTupleSharding(const Sharding& s, const Shape& shape);
+Sharding FlattenTupleSharding(const Sharding& s);
+
 // Per-device shape of a global shape under a sharding (tuples leafwise).
 Shape LocalShape(const Shape& global, const Sharding& s);
 

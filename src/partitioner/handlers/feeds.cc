@@ -35,14 +35,18 @@ Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr) {
   if (instr.operand_count() != 2 || !instr.has_sharding()) return ctx.Fallback(instr);
   // Maximal shardings mean "this device outfeeds"; the fallback (every
   // device outfeeds the whole value) already satisfies that.
+  // Only the data leaves count: a trailing element for the token (often
+  // `{maximal device=0}`) says nothing about who outfeeds what.
   const Sharding& given = *instr.sharding();
   if (given.IsMaximal()) return ctx.Fallback(instr);
-  if (given.IsTuple())
-    for (const Sharding& e : given.tuple_elements())
-      if (e.IsMaximal()) return ctx.Fallback(instr);
   const Shape& data_shape = instr.operand(0)->shape();
   std::optional<Sharding> s = OutfeedDataSharding(data_shape, given);
   if (!s.has_value() || IsTriviallyReplicated(*s)) return ctx.Fallback(instr);
+  if (given.IsTuple()) {
+    const size_t leaves = data_shape.IsTuple() ? data_shape.tuple_size() : 1;
+    for (size_t i = 0; i < leaves && i < given.tuple_elements().size(); ++i)
+      if (given.tuple_elements()[i].IsMaximal()) return ctx.Fallback(instr);
+  }
 
   SpmdBuilder::ScopedCause rule(ctx.b, instr, "outfeed of each partition's piece");
   PartitionedValue data = ctx.OperandAs(instr, 0, *s);

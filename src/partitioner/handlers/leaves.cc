@@ -9,7 +9,7 @@ Status HandleParameter(SpmdContext& ctx, const Instruction& instr) {
   Sharding s = ctx.ShardingOf(instr);
   Instruction* p = ctx.Clone(instr, LocalShape(instr.shape(), s), {});
   if (ctx.has_param_shardings()) {
-    p->set_sharding(s);
+    p->set_sharding(FlattenTupleSharding(s));
   } else if (instr.has_sharding()) {
     p->set_sharding(*instr.sharding());
   }

@@ -47,6 +47,11 @@ Status HandleReduce(SpmdContext& ctx, const Instruction& instr) {
     ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), partial}, out));
     return Status::Ok();
   }
+  // Variadic reduces combine their partial results by a second reduce
+  // (handlers/reduce_variadic.cc).
+  if (n_in > 1 && !tiled_reduced.empty() && !in.sharding.HasManualSubgroup() &&
+      !out0.IsManual() && instr.shape().IsTuple())
+    return HandleVariadicReducePartial(ctx, instr, in.sharding);
   // Reduced dims whole, kept dims tiled like the result.
   std::vector<int64_t> out_to_in_map(in_shape.rank(), -1);
   for (int64_t d = 0; d < in_shape.rank(); ++d) out_to_in_map[d] = in_to_out[d];

@@ -116,4 +116,46 @@ Status HandleReshape(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
+// bitcast-convert between equal widths is elementwise. Between widths it
+// adds (narrowing) or removes (widening) a trailing dim that indexes the
+// pieces of one element; that dim must be whole, every other dim keeps its
+// tiling (XLA's rule): widening keeps the operand's layout, narrowing
+// computes in the result's.
+Status HandleBitcastConvert(SpmdContext& ctx, const Instruction& instr) {
+  const Shape& in_shape = instr.operand(0)->shape();
+  const Shape& out_shape = instr.shape();
+  if (!in_shape.IsArray() || !out_shape.IsArray())
+    return ctx.Fallback(instr, "bitcast-convert of a non-array");
+  if (in_shape.rank() == out_shape.rank()) return HandleElementwise(ctx, instr);
+  const bool widening = in_shape.rank() == out_shape.rank() + 1;
+  if (!widening && out_shape.rank() != in_shape.rank() + 1)
+    return ctx.Fallback(instr, "ranks differ by more than one");
+  const int64_t rank = std::min(in_shape.rank(), out_shape.rank());
+  std::vector<int64_t> common(rank);
+  for (int64_t d = 0; d < rank; ++d) common[d] = d;
+  auto usable = [](const Sharding& s) { return !s.IsTuple() && !HasUnreduced(s); };
+  Sharding in_mid, out_mid;
+  if (widening) {
+    const Sharding op = ctx.Get(instr.operand(0)).sharding;
+    if (usable(op)) {
+      in_mid = op.IsTiled() ? ReplicateDims(op, {rank}) : op;
+    } else {
+      std::vector<int64_t> with_piece_dim = common;
+      with_piece_dim.push_back(-1);
+      in_mid = ProjectSharding(ctx.ShardingOf(instr), with_piece_dim);
+    }
+    out_mid = ProjectSharding(in_mid, common);
+  } else {
+    Sharding out = ctx.ShardingOf(instr);
+    if (!usable(out)) out = Sharding::Replicate();
+    out_mid = out.IsTiled() ? ReplicateDims(out, {rank}) : out;
+    in_mid = ProjectSharding(out_mid, common);
+  }
+  SpmdBuilder::ScopedCause rule(ctx.b, instr, "element-piece dim whole, other dims tiled");
+  PartitionedValue operand = ctx.OperandAs(instr, 0, in_mid);
+  Instruction* r = ctx.Clone(instr, LocalShape(out_shape, out_mid), {operand.hlo});
+  ctx.Set(instr, Reshard(ctx.b, {r, out_shape, out_mid}, ctx.ShardingOf(instr)));
+  return Status::Ok();
+}
+
 }  // namespace meshsplit::spmd

@@ -55,6 +55,7 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
   }
   if (IsBlockScaledDot(instr)) return HandleBlockScaledDot(ctx, instr);
   if (target == "TopK") return HandleTopK(ctx, instr);  // handlers/linalg.cc
+  if (IsMemoryAnnotation(instr)) return HandleMemoryAnnotation(ctx, instr);  // annotations.cc
   return ctx.Fallback(instr, "custom-call target '" + target + "'");
 }
 
