@@ -649,6 +649,11 @@ PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t s
       RunAtReducedShapes(c, text, mod, **partitioned, seed, max_run_bytes, opaque, too_large));
 }
 
+PartitioningCaseResult RunPartitioningCaseIsolated(const PartitioningCase& c,
+                                                   const PartitioningConformanceOptions& options) {
+  return RunIsolated(c, options);
+}
+
 StatusOr<PartitioningSummary> RunPartitioningConformance(
     const std::string& dir, const PartitioningConformanceOptions& options,
     const std::function<void(const PartitioningCaseResult&)>& on_case) {

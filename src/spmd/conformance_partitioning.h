@@ -97,6 +97,12 @@ struct PartitioningSummary {
 PartitioningCaseResult RunPartitioningCase(const PartitioningCase& c, uint64_t seed,
                                            int64_t max_run_bytes = int64_t{6} << 30);
 
+// Runs one case in a forked child under `options`' time and memory limits,
+// as RunPartitioningConformance does for each case (crashes and timeouts
+// come back as failures).
+PartitioningCaseResult RunPartitioningCaseIsolated(const PartitioningCase& c,
+                                                   const PartitioningConformanceOptions& options);
+
 // Estimated peak bytes of live values while the interpreter evaluates `c`
 // (values die after their last use; nested computations add their own
 // peak). An upper bound for the entry of a module.
