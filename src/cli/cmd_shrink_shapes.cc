@@ -1,13 +1,16 @@
 // `meshsplit shrink-shapes FILE [--max-memory GiB] [--num-partitions N]
-// [--propagate] [--min-dim K] [--divisor K]`:
+// [--propagate] [--min-dim K] [--divisor K] [--shard SPEC.json] [--mesh M]`:
 // prints the module with its large dims made small (same ops, same
 // shardings, divisibility by every tile count kept; see
 // transforms/shrink_shapes.h), the way the conformance runner executes
-// cases too large for this machine. What changed goes to stderr.
+// cases too large for this machine. With --shard the spec is applied first,
+// so the output carries its shardings and keeps its tile counts dividing.
+// What changed goes to stderr.
 #include <cstdio>
 #include <iostream>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "import/load.h"
 #include "propagation/propagation.h"
 #include "spmd/conformance_partitioning.h"
@@ -25,10 +28,13 @@ struct ShrinkShapesCliOptions {
   bool propagate = false;
   int64_t min_dim = 4;
   int64_t divisor = 0;
+  ShardFlags shard;
 };
 
 int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
-  StatusOr<std::unique_ptr<Module>> module = LoadModule(o.file);
+  ShardFlags shard = o.shard;
+  shard.keep_batch_norm = true;  // same ops out as in
+  StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(o.file, shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   if (o.num_partitions > 0) m.set_num_partitions(o.num_partitions);
@@ -86,6 +92,7 @@ const bool kRegistered = RegisterCommand(
                       "give a dim of size S about S/K instead of the smallest size (keeps "
                       "proportions; 0 = smallest)")
           ->capture_default_str();
+      AddShardFlags(app, &o->shard);
       return [o]() { return RunShrinkShapes(*o); };
     });
 

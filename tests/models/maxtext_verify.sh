@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Verifies the MaxText training step (the shared JAX module) on its own 8-way
+# data parallelism and on data=8 x model=4 with Megatron weights
+# (examples/maxtext/megatron_dp8_mp4.json): the module is far too large to
+# run here (its weights and Adam moments alone are gigabytes), so
+# `shrink-shapes --divisor 128` makes every large dim about 1/128 of its size
+# while keeping each tile count dividing (with --shard, the spec's too), and
+# the copy runs in f64. In bf16 the model-parallel partial sums round
+# differently from one device's dot, by a few bf16 ulps per layer, which is
+# not a partitioning error; in f64 the training step must match. Fails on
+# any mismatch; exits 77 (ctest: skipped) when the shared models are absent.
+# docs/models.md has the numbers.
+#
+# Usage: maxtext_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
+set -euo pipefail
+meshsplit=$1
+model=$2
+work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+if [[ ! -f "$model" ]]; then
+  echo "skipped: $model is absent"
+  exit 77
+fi
+rm -rf "$work"
+mkdir -p "$work"
+
+status=0
+for mesh in dp8 dp8_mp4; do
+  shard=()
+  [[ $mesh == dp8_mp4 ]] && shard=(--shard "$repo/examples/maxtext/megatron_dp8_mp4.json")
+  "$meshsplit" shrink-shapes "$model" --propagate --divisor 128 "${shard[@]}" \
+      > "$work/$mesh.hlo" 2> "$work/$mesh.shrink.log"
+  sed 's/bf16/f64/g; s/f32/f64/g' "$work/$mesh.hlo" > "$work/${mesh}_f64.hlo"
+  echo "== $mesh"
+  if ! "$meshsplit" verify "$work/${mesh}_f64.hlo" --seed 0 > "$work/$mesh.out" 2>&1; then
+    status=1
+  fi
+  cat "$work/$mesh.out"
+  grep -q '^OK: ' "$work/$mesh.out" || status=1
+done
+exit $status
