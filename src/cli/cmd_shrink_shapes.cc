@@ -92,7 +92,11 @@ const bool kRegistered = RegisterCommand(
                       "give a dim of size S about S/K instead of the smallest size (keeps "
                       "proportions; 0 = smallest)")
           ->capture_default_str();
-      AddShardFlags(app, &o->shard);
+      // Only the spec flags of AddShardFlags: the partitioner's options mean
+      // nothing here, and batch norm is always kept.
+      app->add_option("--shard", o->shard.spec,
+                      "sharding spec JSON, applied first so that its tile counts keep dividing");
+      app->add_option("--mesh", o->shard.mesh, "device mesh 'data=2,model=4' (overrides the spec's)");
       return [o]() { return RunShrinkShapes(*o); };
     });
 
