@@ -124,6 +124,37 @@ Sharding WorkingForm(const Sharding& ir) {
   return s;
 }
 
+// Ranks of the leaves of `shape` (0 for tokens and scalars).
+void LeafRanks(const Shape& shape, std::vector<int64_t>* out) {
+  if (shape.IsTuple()) {
+    for (const Shape& e : shape.tuple_shapes()) LeafRanks(e, out);
+    return;
+  }
+  out->push_back(shape.IsArray() ? shape.rank() : 0);
+}
+
+// An annotation that does not fit its value's shape (the tile rank, or a
+// tuple sharding's leaf count) is an input error: every rule indexes tile
+// dims by the value's dims. Outfeed shardings describe the operands, not the
+// token result, and are not checked here (as in the verifier).
+Status CheckShardingFits(const Instruction& instr) {
+  if (instr.opcode() == Opcode::kOutfeed) return Status::Ok();
+  constexpr int64_t kAnyDevices = int64_t{1} << 62;
+  Status fit = Status::Ok();
+  if (instr.shape().IsTuple()) {
+    std::vector<int64_t> ranks;
+    LeafRanks(instr.shape(), &ranks);
+    fit = instr.sharding()->ValidateTuple(ranks, kAnyDevices);
+  } else {
+    fit = instr.sharding()->Validate(
+        instr.shape().IsArray() ? instr.shape().rank() : 0, kAnyDevices);
+  }
+  if (fit.ok()) return fit;
+  return Status::Error("sharding of '" + instr.name() + "' does not fit " +
+                           instr.shape().ToString(false) + ": " + fit.message(),
+                       instr.loc());
+}
+
 bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
   if (s.IsTuple()) {
     for (int64_t i = 0; i < shape.tuple_size(); ++i)
@@ -252,6 +283,7 @@ Status Propagator::Init() {
       instrs_.push_back(instr.get());
       std::optional<Sharding> s;
       if (instr->has_sharding()) {
+        MS_RETURN_IF_ERROR(CheckShardingFits(*instr));
         std::string why;
         if (IsModelled(*instr->sharding(), &why)) {
           s = NormalizeToShape(WorkingForm(*instr->sharding()), instr->shape());

@@ -54,6 +54,26 @@ ENTRY e {
   EXPECT_EQ(S("c"), "<none>");  // the entry root is not ours to change
 }
 
+// An annotation that does not fit its value (wrong tile rank, a tuple
+// sharding on an array) is a located input error, not a crash.
+TEST_F(PropagationTest, AnnotationNotFittingTheShapeIsAnError) {
+  auto r = Run(R"(HloModule m
+ENTRY e {
+  p = f32[8,4] parameter(0), sharding={{devices=[2,1]0,1}, {replicated}}
+  ROOT n = f32[8,4] negate(p)
+})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not fit"), std::string::npos)
+      << r.status().ToString();
+  r = Run(R"(HloModule m
+ENTRY e {
+  p = f32[8] parameter(0), sharding={devices=[2,2]<=[4]}
+  ROOT n = f32[8] negate(p)
+})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("does not fit"), std::string::npos);
+}
+
 TEST_F(PropagationTest, BackwardThroughBroadcastNeedsAggressiveness) {
   ASSERT_TRUE(Run(R"(HloModule m
 ENTRY e {
