@@ -183,6 +183,11 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr);
 Status HandleCholesky(SpmdContext& ctx, const Instruction& instr);
 Status HandleTriangularSolve(SpmdContext& ctx, const Instruction& instr);
 Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr);
+// handlers/ragged_experts.cc: a ragged-dot (ragged non-contracting mode, no
+// batch dims) whose rhs tiles its group dim keeps the experts where they
+// are; returns false when the op is not of that shape.
+bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int64_t ragged_dim,
+                                int64_t group_dim, Status* status);
 // The TopK custom-call (handlers/linalg.cc): rows tiled, last dim whole.
 Status HandleTopK(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.

@@ -144,6 +144,11 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
       !in_range(dn.rhs_contracting_dimensions, rs.rank()))
     return ctx.Fallback(instr, "ragged-dot dimension numbers out of range");
   const bool contracting_mode = Has(dn.lhs_contracting_dimensions, ragged[0]);
+  // Experts (rhs group dim) tiled: handlers/ragged_experts.cc.
+  Status expert_status;
+  if (!contracting_mode && group.size() == 1 &&
+      TryRaggedDotExpertParallel(ctx, instr, ragged[0], group[0], &expert_status))
+    return expert_status;
   // Iteration dims: result dims ([g], batch, lhs free, rhs free), then one
   // per contracting pair. lhs/rhs dims not in it (the rhs group dim) are -1.
   std::vector<int64_t> lhs_to_iter(ls.rank(), -1), rhs_to_iter(rs.rank(), -1);
