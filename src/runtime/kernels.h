@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/computation.h"
+#include "ir/custom_call_targets.h"
 #include "ir/float8.h"
 #include "ir/instruction.h"
 #include "ir/literal.h"
@@ -138,8 +139,8 @@ Literal ConvertComplex(const Literal& in, PrimitiveType to);  // either side com
 StatusOr<Literal> EvalComplexDot(KernelArgs& k);
 // kernels_fft.cc: fft (FFT, IFFT, RFFT, IRFFT) over the trailing dims.
 StatusOr<Literal> EvalFft(KernelArgs& k);
-// kernels_block_scaled_dot.cc: custom-call "__op$block_scaled_dot".
-inline constexpr const char* kBlockScaledDotTarget = "__op$block_scaled_dot";
+// kernels_block_scaled_dot.cc: custom-call kBlockScaledDotTarget
+// (ir/custom_call_targets.h).
 StatusOr<Literal> EvalBlockScaledDot(KernelArgs& k);
 
 // ---- helpers ---------------------------------------------------------------

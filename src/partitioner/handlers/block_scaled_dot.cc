@@ -9,12 +9,11 @@
 // count, the op runs on whole values instead (the fallback, with a warning).
 #include <string>
 
+#include "ir/custom_call_targets.h"
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-constexpr const char* kTarget = "__op$block_scaled_dot";
 
 // Per-dim block sizes of an operand and its scale, or an empty vector when
 // the scale does not divide the operand into blocks.
@@ -42,8 +41,8 @@ bool BlocksAlign(const Shape& x, const std::vector<int64_t>& block, int64_t n) {
 }  // namespace
 
 bool IsBlockScaledDot(const Instruction& instr) {
-  return instr.opcode() == Opcode::kCustomCall && instr.attrs().custom_call_target == kTarget &&
-         instr.operand_count() == 4;
+  return instr.opcode() == Opcode::kCustomCall &&
+         instr.attrs().custom_call_target == kBlockScaledDotTarget && instr.operand_count() == 4;
 }
 
 Status HandleBlockScaledDot(SpmdContext& ctx, const Instruction& instr) {
