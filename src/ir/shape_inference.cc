@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/attribute_text.h"
 #include "ir/computation.h"
 #include "ir/shape_inference_util.h"
 
@@ -47,27 +48,6 @@ Shape Scalar(PrimitiveType t) { return Shape(t, {}); }
 Shape TupleOrSingle(std::vector<Shape> shapes) {
   if (shapes.size() == 1) return std::move(shapes[0]);
   return Shape::Tuple(std::move(shapes));
-}
-
-// Parses "{1,2,3}" or "1,2,3" into integers; nullopt on anything else.
-std::optional<std::vector<int64_t>> ParseIntList(std::string s) {
-  s.erase(std::remove(s.begin(), s.end(), '{'), s.end());
-  s.erase(std::remove(s.begin(), s.end(), '}'), s.end());
-  std::vector<int64_t> out;
-  size_t pos = 0;
-  while (pos < s.size()) {
-    size_t comma = s.find(',', pos);
-    std::string item = s.substr(pos, comma == std::string::npos ? std::string::npos
-                                                                : comma - pos);
-    try {
-      out.push_back(std::stoll(item));
-    } catch (...) {
-      return std::nullopt;
-    }
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
 }
 
 class Inferrer {
@@ -642,8 +622,11 @@ StatusOr<Shape> Inferrer::Fft() {
   const std::string* type = a_.FindExtra("fft_type");
   const std::string* len_text = a_.FindExtra("fft_length");
   if (type == nullptr || len_text == nullptr) return declared_;  // trust
-  std::optional<std::vector<int64_t>> len = ParseIntList(*len_text);
-  if (!len.has_value() || len->empty() || len->size() > 3)
+  StatusOr<std::vector<int64_t>> len =
+      ParseIntListAttribute("fft_length", *len_text, instr_.loc());
+  if (!len.ok()) return len.status();
+  if (len->empty() || len->size() > 3 ||
+      std::any_of(len->begin(), len->end(), [](int64_t l) { return l < 0; }))
     return Err("bad fft_length ", *len_text);
   const Shape& in = op(0);
   const int64_t k = len->size();
@@ -1117,9 +1100,11 @@ StatusOr<Shape> Inferrer::Run() {
 StatusOr<Shape> InferShape(const Instruction& instr) {
   StatusOr<Shape> result = Inferrer(instr).Run();
   if (result.ok()) return result;
+  // Keep a more precise location (into an attribute's text) when there is one.
+  const SourceLoc& inner = result.status().loc();
   return Status::Error(StrCat(OpcodeName(instr.opcode()), " %", instr.name(), ": ",
                               result.status().message()),
-                       instr.loc());
+                       inner.known() ? inner : instr.loc());
 }
 
 }  // namespace meshsplit

@@ -144,7 +144,10 @@ Status CheckElementwise(const KernelArgs& k) {
 StatusOr<Literal> Dispatch(KernelArgs& k) {
   const Instruction& instr = k.instr;
   if (IsComplexKernel(k)) return EvalComplex(k);  // kernels_complex.cc
-  if (IsElementwise(instr.opcode()) && instr.opcode() != Opcode::kStochasticConvert &&
+  // A copy of a tuple (XLA allows it; sharding propagation adds one at an
+  // entry root whose layout it must not change) is not elementwise.
+  const bool tuple_copy = instr.opcode() == Opcode::kCopy && instr.shape().IsTuple();
+  if (IsElementwise(instr.opcode()) && !tuple_copy && instr.opcode() != Opcode::kStochasticConvert &&
       instr.opcode() != Opcode::kComplex && instr.opcode() != Opcode::kReal &&
       instr.opcode() != Opcode::kImag) {
     MS_RETURN_IF_ERROR(CheckElementwise(k));

@@ -5,36 +5,19 @@
 // (radix-2 when its length is a power of two, a direct DFT otherwise) and
 // rounded once to the result type, so a line's result never depends on the
 // other lines, which keeps batch-partitioned ffts bit-identical.
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <numbers>
-#include <optional>
 #include <string>
 
+#include "ir/attribute_text.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
 namespace {
 
 using Cd = std::complex<double>;
-
-std::optional<std::vector<int64_t>> ParseLengths(const std::string& text) {
-  std::vector<int64_t> out;
-  std::string digits;
-  for (char c : text) {
-    if (c >= '0' && c <= '9') {
-      digits += c;
-      if (digits.size() > 18) return std::nullopt;  // would overflow std::stoll
-    } else if (c == ',' || c == '}' || c == ' ') {
-      if (!digits.empty()) out.push_back(std::stoll(digits));
-      digits.clear();
-    } else if (c != '{') {
-      return std::nullopt;
-    }
-  }
-  if (!digits.empty()) out.push_back(std::stoll(digits));
-  return out;
-}
 
 // In-place DFT of one line of length n (sign -1 forward, +1 inverse,
 // unnormalised). `scratch` has room for n values.
@@ -120,13 +103,14 @@ StatusOr<Literal> EvalFft(KernelArgs& k) {
   const std::string* len_text = instr.attrs().FindExtra("fft_length");
   if (type == nullptr || len_text == nullptr)
     return InstrError(instr, "fft needs fft_type and fft_length");
-  std::optional<std::vector<int64_t>> len = ParseLengths(*len_text);
-  if (!len || len->empty() || len->size() > 3)
+  MS_ASSIGN_OR_RETURN(const std::vector<int64_t> len, ReadIntListAttribute(instr, "fft_length"));
+  const bool negative = std::any_of(len.begin(), len.end(), [](int64_t l) { return l < 0; });
+  if (len.empty() || len.size() > 3 || negative)
     return InstrError(instr, "bad fft_length " + *len_text);
   if (!in.shape().IsArray() || !k.shape().IsArray())
     return InstrError(instr, "fft needs array operand and result");
   const int rank = in.shape().rank();
-  const int nfft = static_cast<int>(len->size());
+  const int nfft = static_cast<int>(len.size());
   if (rank < nfft) return InstrError(instr, "fft operand has fewer dims than fft_length");
   const PrimitiveType in_t = in.element_type(), out_t = k.shape().element_type();
   const bool forward = *type == "FFT" || *type == "RFFT";
@@ -140,10 +124,10 @@ StatusOr<Literal> EvalFft(KernelArgs& k) {
   // The full-spectrum dims the transform runs on, and the check of the
   // operand and result dims against them.
   std::vector<int64_t> full = in.shape().dimensions();
-  for (int i = 0; i < nfft; ++i) full[rank - nfft + i] = (*len)[i];
+  for (int i = 0; i < nfft; ++i) full[rank - nfft + i] = len[i];
   std::vector<int64_t> want_in = full, want_out = full;
-  if (real_out) want_in.back() = len->back() / 2 + 1;
-  if (real_in) want_out.back() = len->back() / 2 + 1;
+  if (real_out) want_in.back() = len.back() / 2 + 1;
+  if (real_in) want_out.back() = len.back() / 2 + 1;
   if (in.shape().dimensions() != want_in || k.shape().dimensions() != want_out)
     return InstrError(instr, "fft operand " + in.shape().ToString(false) + " and result " +
                                  k.shape().ToString(false) + " do not fit fft_length " +
@@ -157,7 +141,7 @@ StatusOr<Literal> EvalFft(KernelArgs& k) {
     std::vector<Cd> half = ToComplexDouble(in);
     const std::vector<int64_t>& hdims = in.shape().dimensions();
     for (int a = rank - nfft; a < rank - 1; ++a) TransformAxis(half, hdims, a, +1);
-    const int64_t L = len->back(), H = L / 2 + 1;
+    const int64_t L = len.back(), H = L / 2 + 1;
     const int64_t rows = L == 0 ? 0 : static_cast<int64_t>(half.size()) / H;
     data.assign(rows * L, Cd(0));
     for (int64_t r = 0; r < rows; ++r) {
@@ -171,7 +155,7 @@ StatusOr<Literal> EvalFft(KernelArgs& k) {
   }
   double scale = 1;
   if (!forward)
-    for (int64_t l : *len) scale /= static_cast<double>(l);
+    for (int64_t l : len) scale /= static_cast<double>(l);
   Literal out = Literal::Uninitialized(k.shape());
   const int64_t n = out.element_count();
   // RFFT keeps the first L/2+1 entries of each last-dim line.

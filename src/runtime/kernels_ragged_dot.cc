@@ -15,40 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "ir/attribute_text.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
 namespace {
-
-// Parses "{1,2}" (an uninterpreted attribute's text) into numbers.
-bool ParseDimList(const std::string& text, std::vector<int64_t>* out) {
-  out->clear();
-  size_t i = 0;
-  auto skip = [&] { while (i < text.size() && text[i] == ' ') ++i; };
-  skip();
-  if (i >= text.size() || text[i] != '{') return false;
-  ++i;
-  skip();
-  if (i < text.size() && text[i] == '}') return true;
-  while (i < text.size()) {
-    skip();
-    size_t start = i;
-    if (i < text.size() && text[i] == '-') ++i;
-    const size_t digits = i;
-    while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-    // A lone '-' is no number; and no dim number is that large.
-    if (i == digits || i - start > 10) return false;
-    out->push_back(std::stoll(text.substr(start, i - start)));
-    skip();
-    if (i < text.size() && text[i] == ',') {
-      ++i;
-      continue;
-    }
-    if (i < text.size() && text[i] == '}') return true;
-    return false;
-  }
-  return false;
-}
 
 bool Contains(const std::vector<int64_t>& v, int64_t x) {
   for (int64_t e : v)
@@ -129,13 +100,14 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
     return InstrError(instr, "group_sizes must be an integer array of rank >= 1, got " +
                                  sizes.shape().ToString(false));
   const DotDimensionNumbers dn = instr.attrs().dot_dnums.value_or(DotDimensionNumbers{});
-  std::vector<int64_t> lhs_ragged, rhs_group;
-  const std::string* lr = instr.attrs().FindExtra("lhs_ragged_dims");
-  if (lr == nullptr || !ParseDimList(*lr, &lhs_ragged) || lhs_ragged.size() != 1)
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> lhs_ragged,
+                      ReadIntListAttribute(instr, "lhs_ragged_dims"));
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> rhs_group,
+                      ReadIntListAttribute(instr, "rhs_group_dims"));
+  if (lhs_ragged.size() != 1)
     return InstrError(instr, "ragged-dot needs lhs_ragged_dims with one dimension");
-  if (const std::string* rg = instr.attrs().FindExtra("rhs_group_dims"))
-    if (!ParseDimList(*rg, &rhs_group) || rhs_group.size() > 1)
-      return InstrError(instr, "rhs_group_dims must list at most one dimension");
+  if (rhs_group.size() > 1)
+    return InstrError(instr, "rhs_group_dims must list at most one dimension");
   const int64_t ragged = lhs_ragged[0];
   auto in_range = [](const std::vector<int64_t>& v, int64_t rank) {
     for (int64_t d : v)

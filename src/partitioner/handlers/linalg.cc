@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/attribute_text.h"
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
@@ -49,26 +50,6 @@ Status Emit(SpmdContext& ctx, const Instruction& instr,
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), mid), operands);
   ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), mid}, ctx.ShardingOf(instr)));
   return Status::Ok();
-}
-
-// Parses an uninterpreted "{1,2}" attribute (absent: empty); false when
-// malformed.
-bool ParseDims(const std::string* text, std::vector<int64_t>* out) {
-  out->clear();
-  if (text == nullptr) return true;
-  std::string digits;
-  for (char c : *text) {
-    if (c >= '0' && c <= '9') {
-      digits += c;
-      if (digits.size() > 9) return false;  // no dim number is that large
-    } else if (c == ',' || c == '}') {
-      if (!digits.empty()) out->push_back(std::stoll(digits));
-      digits.clear();
-    } else if (c != '{' && c != ' ') {
-      return false;
-    }
-  }
-  return true;
 }
 
 }  // namespace
@@ -126,9 +107,12 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   for (int i = 0; i < 3; ++i)
     if (Unusable(ctx.Get(instr.operand(i)).sharding)) return ctx.Fallback(instr);
   const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
-  std::vector<int64_t> ragged, group;
-  if (!ParseDims(instr.attrs().FindExtra("lhs_ragged_dims"), &ragged) || ragged.size() != 1 ||
-      !ParseDims(instr.attrs().FindExtra("rhs_group_dims"), &group) || group.size() > 1 ||
+  StatusOr<std::vector<int64_t>> ragged_or = ReadIntListAttribute(instr, "lhs_ragged_dims");
+  StatusOr<std::vector<int64_t>> group_or = ReadIntListAttribute(instr, "rhs_group_dims");
+  if (!ragged_or.ok() || !group_or.ok()) return ctx.Fallback(instr, "ragged dimension numbers");
+  const std::vector<int64_t>& ragged = *ragged_or;
+  const std::vector<int64_t>& group = *group_or;
+  if (ragged.size() != 1 || group.size() > 1 ||
       dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size() ||
       dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size())
     return ctx.Fallback(instr, "ragged dimension numbers");
