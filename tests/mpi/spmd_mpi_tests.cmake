@@ -88,3 +88,11 @@ foreach(case trip args)
   set_tests_properties(spmd_mpi_diverge_${case} PROPERTIES
                        LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}")
 endforeach()
+
+# A real model: the MaxText training step shrunk by the ctest maxtext_verify
+# (tests/models/maxtext_verify.sh, which writes the f64 copy), 8 ranks, all 39
+# outputs byte-identical to the threads backend.
+_spmd_mpi_diff(maxtext_dp8 8 ${CMAKE_BINARY_DIR}/tests/maxtext_verify/dp8_f64.hlo
+               "--num-partitions 8")
+set_tests_properties(spmd_mpi_maxtext_dp8_np8 PROPERTIES
+                     FIXTURES_REQUIRED maxtext_shrunk TIMEOUT 300)
