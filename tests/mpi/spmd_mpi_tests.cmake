@@ -81,7 +81,7 @@ set_property(TEST spmd_mpi_dp_mlp_train_unchecked_np4 APPEND PROPERTY ENVIRONMEN
 # Ranks that fall out of step mid-run (same program; partition-id-dependent
 # control flow): caught by the per-collective agreement and the end-of-run
 # history check, on every rank, within 10 s.
-foreach(case trip args)
+foreach(case trip trip3 args)
   add_test(NAME spmd_mpi_diverge_${case}
            COMMAND sh ${_mpi_dir}/diverge.sh ${case} $<TARGET_FILE:meshsplit>
                    ${MPIEXEC_EXECUTABLE} ${_mpi_work}/diverge_${case})
