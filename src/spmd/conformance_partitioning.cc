@@ -26,6 +26,7 @@
 #include "ir/computation.h"
 #include "ir/partitioned_rng.h"
 #include "partitioner/partitioner.h"
+#include "spmd/random_module.h"
 #include "spmd/reference.h"
 #include "spmd/verify.h"
 #include "text/parser.h"
@@ -377,10 +378,7 @@ PartitioningCaseResult VerifyCase(const PartitioningCase& c, Module& mod, Module
                                   const std::string& reduced) {
   const int64_t n = c.num_partitions;
   const int64_t estimate = EstimateRunBytes(mod, partitioned, n);
-  VerifyOptions options;
-  options.num_partitions = c.num_partitions;
-  options.seed = seed;
-  options.propagate = c.propagate;
+  VerifyOptions options = VerifyOptionsFor(c, seed);
   options.stub_opaque_custom_calls = !opaque.empty();
   options.max_probe_bytes = std::max<int64_t>(0, max_run_bytes - estimate);
   VerifyResult r;

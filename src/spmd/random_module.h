@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "spmd/verify.h"
+
 namespace meshsplit {
 
 struct RandomModuleOptions {
@@ -45,5 +47,17 @@ const std::vector<RandomOpKind>& RandomOpKinds();
 
 // The case for `seed`: a pure function of seed and options.
 RandomCase GenerateRandomCase(uint64_t seed, const RandomModuleOptions& options = {});
+
+// The VerifyOptions that check case `c` (a RandomCase, or a corpus case such
+// as PartitioningCase: anything with num_partitions and propagate) on inputs
+// drawn from `seed`; every other field keeps its default.
+template <typename Case>
+VerifyOptions VerifyOptionsFor(const Case& c, uint64_t seed) {
+  VerifyOptions options;
+  options.num_partitions = c.num_partitions;
+  options.seed = seed;
+  options.propagate = c.propagate;
+  return options;
+}
 
 }  // namespace meshsplit

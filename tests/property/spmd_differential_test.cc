@@ -47,11 +47,7 @@ TEST(SpmdDifferential, ThousandRandomModules) {
     RandomCase c = GenerateRandomCase(seed);
     auto m = ParseModuleText(c.text);
     ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
-    VerifyOptions options;
-    options.num_partitions = c.num_partitions;
-    options.seed = seed;
-    options.propagate = c.propagate;
-    VerifyResult r = VerifyModule(**m, options);
+    VerifyResult r = VerifyModule(**m, VerifyOptionsFor(c, seed));
     by_status[r.status]++;
     if (!r.ok()) {
       ++failures;
@@ -185,11 +181,7 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
         ++(sums > 0 ? (permutes == 2 ? rs_both_loops : rs_loops)
                     : (permutes == 2 ? both_loops : one_loops));
       }
-    VerifyOptions options;
-    options.num_partitions = c.num_partitions;
-    options.seed = seed;
-    options.propagate = c.propagate;
-    VerifyResult r = VerifyPartitioned(**m, **partitioned, options);
+    VerifyResult r = VerifyPartitioned(**m, **partitioned, VerifyOptionsFor(c, seed));
     if (!r.ok()) {
       ++failures;
       ADD_FAILURE() << "seed " << seed << " (" << c.num_partitions << " partitions, "

@@ -35,11 +35,7 @@ TEST(RandomLinalg, GeneratedCholeskyTriangularSolveAndRaggedDotVerify) {
     }
     auto m = ParseModuleText(c.text);
     ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
-    VerifyOptions options;
-    options.num_partitions = c.num_partitions;
-    options.seed = seed;
-    options.propagate = c.propagate;
-    VerifyResult r = VerifyModule(**m, options);
+    VerifyResult r = VerifyModule(**m, VerifyOptionsFor(c, seed));
     EXPECT_TRUE(r.ok()) << "seed " << seed << ": " << r.status << ": " << r.message << "\n"
                         << c.text;
   }
