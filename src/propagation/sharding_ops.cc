@@ -369,9 +369,12 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
   if (!sub.IsTiled() || !s.IsTiled()) return false;
   if (sub.TiledDataRank() != s.TiledDataRank()) return false;
   const int64_t rank = sub.TiledDataRank();
-  if (rank > shape.rank()) return false;
+  if (rank != shape.rank()) return false;
   std::vector<int64_t> sub_base(rank), base(rank);
   for (int64_t i = 0; i < rank; ++i) {
+    // Fewer tiles along a dim is never a sub-tiling, even when the ceil'd
+    // tile sizes of an uneven dim come out equal (XLA decides on counts).
+    if (sub.TileDim(i) < s.TileDim(i)) return false;
     sub_base[i] = (shape.dimensions(i) + sub.TileDim(i) - 1) / sub.TileDim(i);
     base[i] = (shape.dimensions(i) + s.TileDim(i) - 1) / s.TileDim(i);
     if (sub_base[i] > base[i]) return false;
@@ -419,8 +422,10 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
     const auto& v = it->second;
     for (int64_t j = 0; j < rank; ++j) {
       if (sv[j] < v[j]) return false;
-      const bool last = sv[j] + sub_base[j] >= shape.dimensions(j);
-      if (!last && sv[j] + sub_base[j] > v[j] + base[j]) return false;
+      // Only a tile running past the end (padding) skips the end check; one
+      // ending exactly at the end must fit like any other (as in XLA).
+      const bool past_end = sv[j] + sub_base[j] > shape.dimensions(j);
+      if (!past_end && sv[j] + sub_base[j] > v[j] + base[j]) return false;
     }
   }
   return true;

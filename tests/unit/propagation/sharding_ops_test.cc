@@ -165,6 +165,13 @@ TEST(SubTilingTest, RecognisesRefinements) {
   EXPECT_FALSE(IsSubTilingOrEqualSharding(
       shape, P("{devices=[2,2]0,2,1,3}"),
       P("{devices=[2,1,2]0,1,2,3 last_tile_dim_replicate}")));
+  // Uneven dim: 3 tiles of 2 and 4 tiles of 2 have the same tile size, but
+  // fewer tiles is never a sub-tiling (XLA compares the tile counts first).
+  Shape five(PrimitiveType::F32, {5});
+  EXPECT_FALSE(IsSubTilingOrEqualSharding(five, P("{devices=[3]0,1,2}"),
+                                          P("{devices=[4]0,1,2,3}")));
+  EXPECT_TRUE(IsSubTilingOrEqualSharding(five, P("{devices=[4]0,1,2,3}"),
+                                         P("{devices=[4]0,1,2,3}")));
 }
 
 // Over 8192 devices in iota form, the propagation rules stay symbolic: no
