@@ -139,6 +139,23 @@ Literal ConvertComplex(const Literal& in, PrimitiveType to);  // either side com
 StatusOr<Literal> EvalComplexDot(KernelArgs& k);
 // kernels_fft.cc: fft (FFT, IFFT, RFFT, IRFFT) over the trailing dims.
 StatusOr<Literal> EvalFft(KernelArgs& k);
+// A dot's dimension numbers checked against its operand shapes, with the
+// operand dims sorted by role. Shared by the dot kernels (real, complex,
+// ragged, and block-scaled through the real one) so that they accept the
+// same dimension numbers.
+struct DotDims {
+  std::vector<int64_t> lhs_free, rhs_free;  // neither batch nor contracting, ascending
+  std::vector<int64_t> result_dims;         // batch sizes, lhs free sizes, rhs free sizes
+  // Element counts of the batch, lhs free, rhs free and contracting dims.
+  int64_t batch = 1, lhs_free_size = 1, rhs_free_size = 1, contracting = 1;
+};
+// Errors (naming `instr`) unless lhs and rhs batch and contracting lists
+// have equal lengths, every listed dim is in range and listed once per
+// operand, and paired dims have equal sizes. REQUIRES: both shapes arrays.
+StatusOr<DotDims> CheckDotDimensions(const Instruction& instr, const DotDimensionNumbers& dn,
+                                     const Shape& lhs, const Shape& rhs);
+// Errors unless `instr`'s shape is an array with dims.result_dims.
+Status CheckDotResult(const Instruction& instr, const DotDims& dims);
 // kernels_block_scaled_dot.cc: custom-call kBlockScaledDotTarget
 // (ir/custom_call_targets.h).
 StatusOr<Literal> EvalBlockScaledDot(KernelArgs& k);

@@ -168,52 +168,24 @@ StatusOr<Literal> DotTyped(KernelArgs& k, const Literal& lhs, const Literal& rhs
   const Instruction& instr = k.instr;
   if (!instr.attrs().dot_dnums) return InstrError(instr, "dot needs dimension numbers");
   const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
-  const auto& ld = lhs.shape().dimensions();
-  const auto& rd = rhs.shape().dimensions();
-  const int lr = lhs.shape().rank(), rr = rhs.shape().rank();
-  if (dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size() ||
-      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size())
-    return InstrError(instr, "dot dimension numbers do not pair up");
-  std::vector<bool> lused(lr, false), rused(rr, false);
-  auto mark = [](std::vector<bool>& used, int64_t d) {
-    if (d < 0 || d >= static_cast<int64_t>(used.size()) || used[d]) return false;
-    used[d] = true;
-    return true;
-  };
-  int64_t B = 1, M = 1, N = 1, K = 1;
-  std::vector<int64_t> lperm, rperm, out_dims;
-  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
-    int64_t a = dn.lhs_batch_dimensions[i], b = dn.rhs_batch_dimensions[i];
-    if (!mark(lused, a) || !mark(rused, b) || ld[a] != rd[b])
-      return InstrError(instr, "dot batch dimensions do not match");
-    B *= ld[a];
-    lperm.push_back(a);
-    rperm.push_back(b);
-    out_dims.push_back(ld[a]);
-  }
-  std::vector<int64_t> lcontract, rcontract;
-  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
-    int64_t a = dn.lhs_contracting_dimensions[i], b = dn.rhs_contracting_dimensions[i];
-    if (!mark(lused, a) || !mark(rused, b) || ld[a] != rd[b])
-      return InstrError(instr, "dot contracting dimensions do not match");
-    K *= ld[a];
-    lcontract.push_back(a);
-    rcontract.push_back(b);
-  }
-  for (int d = 0; d < lr; ++d)
-    if (!lused[d]) lperm.push_back(d), M *= ld[d], out_dims.push_back(ld[d]);
-  lperm.insert(lperm.end(), lcontract.begin(), lcontract.end());
-  rperm.insert(rperm.end(), rcontract.begin(), rcontract.end());
-  for (int d = 0; d < rr; ++d)
-    if (!rused[d]) rperm.push_back(d), N *= rd[d], out_dims.push_back(rd[d]);
-  if (!instr.shape().IsArray() || instr.shape().dimensions() != out_dims)
-    return InstrError(instr, "dot result has the wrong dimensions");
+  MS_ASSIGN_OR_RETURN(const DotDims dims, CheckDotDimensions(instr, dn, lhs.shape(), rhs.shape()));
+  MS_RETURN_IF_ERROR(CheckDotResult(instr, dims));
+  const int64_t B = dims.batch, M = dims.lhs_free_size, N = dims.rhs_free_size,
+                K = dims.contracting;
+  // lhs as [batch, lhs free, contracting], rhs as [batch, contracting, rhs free].
+  std::vector<int64_t> lperm = dn.lhs_batch_dimensions, rperm = dn.rhs_batch_dimensions;
+  lperm.insert(lperm.end(), dims.lhs_free.begin(), dims.lhs_free.end());
+  lperm.insert(lperm.end(), dn.lhs_contracting_dimensions.begin(),
+               dn.lhs_contracting_dimensions.end());
+  rperm.insert(rperm.end(), dn.rhs_contracting_dimensions.begin(),
+               dn.rhs_contracting_dimensions.end());
+  rperm.insert(rperm.end(), dims.rhs_free.begin(), dims.rhs_free.end());
   auto permute = [](const Literal& in, const std::vector<int64_t>& perm) {
-    const auto& dims = in.shape().dimensions();
-    std::vector<int64_t> strides = RowMajorStrides(dims), out_dims(perm.size()),
+    const auto& in_dims = in.shape().dimensions();
+    std::vector<int64_t> strides = RowMajorStrides(in_dims), out_dims(perm.size()),
                          src_strides(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) {
-      out_dims[i] = dims[perm[i]];
+      out_dims[i] = in_dims[perm[i]];
       src_strides[i] = strides[perm[i]];
     }
     Literal out(Shape(in.element_type(), out_dims));
@@ -223,7 +195,7 @@ StatusOr<Literal> DotTyped(KernelArgs& k, const Literal& lhs, const Literal& rhs
   };
   Literal a = permute(lhs, lperm);  // [B, M, K]
   Literal b = permute(rhs, rperm);  // [B, K, N]
-  Literal out(Shape(lhs.element_type(), out_dims));
+  Literal out(Shape(lhs.element_type(), dims.result_dims));
   const C* pa = a.data<C>();
   const C* pb = b.data<C>();
   C* pc = out.data<C>();

@@ -143,6 +143,60 @@ std::string Join(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+StatusOr<DotDims> CheckDotDimensions(const Instruction& instr, const DotDimensionNumbers& dn,
+                                     const Shape& lhs, const Shape& rhs) {
+  if (dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size() ||
+      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size())
+    return InstrError(instr, "dot batch/contracting dimension counts differ between lhs and rhs");
+  const int64_t lr = lhs.rank(), rr = rhs.rank();
+  const auto& ld = lhs.dimensions();
+  const auto& rd = rhs.dimensions();
+  std::vector<bool> lused(lr, false), rused(rr, false);
+  auto use = [](int64_t d, int64_t rank, std::vector<bool>& used) {
+    if (d < 0 || d >= rank || used[d]) return false;
+    used[d] = true;
+    return true;
+  };
+  DotDims dims;
+  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
+    const int64_t a = dn.lhs_batch_dimensions[i], b = dn.rhs_batch_dimensions[i];
+    if (!use(a, lr, lused) || !use(b, rr, rused) || ld[a] != rd[b])
+      return InstrError(instr, "dot batch dimensions " + Join(dn.lhs_batch_dimensions) + " / " +
+                                   Join(dn.rhs_batch_dimensions) + " do not match (" +
+                                   lhs.ToString(false) + " x " + rhs.ToString(false) + ")");
+    dims.batch *= ld[a];
+    dims.result_dims.push_back(ld[a]);
+  }
+  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
+    const int64_t a = dn.lhs_contracting_dimensions[i], b = dn.rhs_contracting_dimensions[i];
+    if (!use(a, lr, lused) || !use(b, rr, rused) || ld[a] != rd[b])
+      return InstrError(instr, "dot contracting dimensions " + Join(dn.lhs_contracting_dimensions) +
+                                   " / " + Join(dn.rhs_contracting_dimensions) + " do not match (" +
+                                   lhs.ToString(false) + " x " + rhs.ToString(false) + ")");
+    dims.contracting *= ld[a];
+  }
+  for (int64_t d = 0; d < lr; ++d)
+    if (!lused[d]) {
+      dims.lhs_free.push_back(d);
+      dims.lhs_free_size *= ld[d];
+      dims.result_dims.push_back(ld[d]);
+    }
+  for (int64_t d = 0; d < rr; ++d)
+    if (!rused[d]) {
+      dims.rhs_free.push_back(d);
+      dims.rhs_free_size *= rd[d];
+      dims.result_dims.push_back(rd[d]);
+    }
+  return dims;
+}
+
+Status CheckDotResult(const Instruction& instr, const DotDims& dims) {
+  if (!instr.shape().IsArray() || instr.shape().dimensions() != dims.result_dims)
+    return InstrError(instr, "dot result should have dimensions " + Join(dims.result_dims) +
+                                 ", not " + instr.shape().ToString(false));
+  return Status::Ok();
+}
+
 StatusOr<Literal> EvalDot(KernelArgs& k) {
   const Instruction& instr = k.instr;
   const Literal& lhs = k.op(0);
@@ -156,42 +210,12 @@ StatusOr<Literal> EvalDot(KernelArgs& k) {
     if (lr >= 1) dn.lhs_contracting_dimensions = {lr - 1};
     if (rr >= 1) dn.rhs_contracting_dimensions = {0};
   }
-  if (dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size() ||
-      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size())
-    return InstrError(instr, "dot batch/contracting dimension counts differ between lhs and rhs");
-  const auto& ld = lhs.shape().dimensions();
-  const auto& rd = rhs.shape().dimensions();
-  std::vector<bool> lused(lr, false), rused(rr, false);
-  int64_t B = 1, K = 1, M = 1, N = 1;
-  auto check = [&](int64_t d, int rank, std::vector<bool>& used) {
-    if (d < 0 || d >= rank || used[d]) return false;
-    used[d] = true;
-    return true;
-  };
-  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
-    int64_t a = dn.lhs_batch_dimensions[i], b = dn.rhs_batch_dimensions[i];
-    if (!check(a, lr, lused) || !check(b, rr, rused) || ld[a] != rd[b])
-      return InstrError(instr, "dot batch dimensions " + Join(dn.lhs_batch_dimensions) + " / " +
-                                   Join(dn.rhs_batch_dimensions) + " do not match");
-    B *= ld[a];
-  }
-  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
-    int64_t a = dn.lhs_contracting_dimensions[i], b = dn.rhs_contracting_dimensions[i];
-    if (!check(a, lr, lused) || !check(b, rr, rused) || ld[a] != rd[b])
-      return InstrError(instr, "dot contracting dimensions " + Join(dn.lhs_contracting_dimensions) +
-                                   " / " + Join(dn.rhs_contracting_dimensions) + " do not match (" +
-                                   lhs.shape().ToString(false) + " x " + rhs.shape().ToString(false) + ")");
-    K *= ld[a];
-  }
-  std::vector<int64_t> lfree, rfree, out_dims;
-  for (int64_t d : dn.lhs_batch_dimensions) out_dims.push_back(ld[d]);
-  for (int d = 0; d < lr; ++d)
-    if (!lused[d]) lfree.push_back(d), M *= ld[d], out_dims.push_back(ld[d]);
-  for (int d = 0; d < rr; ++d)
-    if (!rused[d]) rfree.push_back(d), N *= rd[d], out_dims.push_back(rd[d]);
-  if (!instr.shape().IsArray() || instr.shape().dimensions() != out_dims)
-    return InstrError(instr, "dot result should have dimensions " + Join(out_dims) + ", not " +
-                                 instr.shape().ToString(false));
+  MS_ASSIGN_OR_RETURN(const DotDims dims, CheckDotDimensions(instr, dn, lhs.shape(), rhs.shape()));
+  MS_RETURN_IF_ERROR(CheckDotResult(instr, dims));
+  const std::vector<int64_t>& lfree = dims.lhs_free;
+  const std::vector<int64_t>& rfree = dims.rhs_free;
+  const int64_t B = dims.batch, M = dims.lhs_free_size, N = dims.rhs_free_size,
+                K = dims.contracting;
   PrimitiveType result_t = instr.shape().element_type();
   PrimitiveType ct = ComputeTypeFor(lhs.element_type(), rhs.element_type(), result_t);
 
@@ -225,7 +249,7 @@ StatusOr<Literal> EvalDot(KernelArgs& k) {
     rbuf = Permuted(rhs, ct, tb ? rperm_nk : rperm_kn);
     b = &rbuf;
   }
-  Shape cshape(ct, out_dims);
+  Shape cshape(ct, dims.result_dims);
   Literal out(cshape);
   auto run = [&]<typename T>() {
     const T* pa = a->data<T>();

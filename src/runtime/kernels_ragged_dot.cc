@@ -109,19 +109,12 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
   if (rhs_group.size() > 1)
     return InstrError(instr, "rhs_group_dims must list at most one dimension");
   const int64_t ragged = lhs_ragged[0];
-  auto in_range = [](const std::vector<int64_t>& v, int64_t rank) {
-    for (int64_t d : v)
-      if (d < 0 || d >= rank) return false;
-    return true;
-  };
-  if (!in_range(lhs_ragged, ls.rank()) || !in_range(rhs_group, rs.rank()) ||
-      !in_range(dn.lhs_batch_dimensions, ls.rank()) ||
-      !in_range(dn.lhs_contracting_dimensions, ls.rank()) ||
-      !in_range(dn.rhs_batch_dimensions, rs.rank()) ||
-      !in_range(dn.rhs_contracting_dimensions, rs.rank()) ||
-      dn.lhs_batch_dimensions.size() != dn.rhs_batch_dimensions.size() ||
-      dn.lhs_contracting_dimensions.size() != dn.rhs_contracting_dimensions.size())
-    return InstrError(instr, "ragged-dot dimension numbers do not fit the operands");
+  // Batch and contracting dims as any dot's; the group dim is one of the
+  // rhs dims that dot would call free.
+  MS_ASSIGN_OR_RETURN(const DotDims dims, CheckDotDimensions(instr, dn, ls, rs));
+  if (ragged < 0 || ragged >= ls.rank() ||
+      (!rhs_group.empty() && !Contains(dims.rhs_free, rhs_group[0])))
+    return InstrError(instr, "ragged-dot lhs_ragged_dims / rhs_group_dims do not fit the operands");
   enum class Mode { kNonContracting, kContracting, kBatch };
   Mode mode = Contains(dn.lhs_contracting_dimensions, ragged) ? Mode::kContracting
               : Contains(dn.lhs_batch_dimensions, ragged)     ? Mode::kBatch
@@ -158,23 +151,17 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
   }
   for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
     int64_t ld = dn.lhs_batch_dimensions[i], rd = dn.rhs_batch_dimensions[i];
-    if (ls.dimensions(ld) != rs.dimensions(rd))
-      return InstrError(instr, "batch dimensions " + std::to_string(ld) + " and " +
-                                   std::to_string(rd) + " differ in size");
     odims.push_back(ls.dimensions(ld));
     lstep.push_back(lstr[ld]);
     rstep.push_back(rstr[rd]);
   }
-  for (int64_t d = 0; d < ls.rank(); ++d) {
-    if (Contains(dn.lhs_batch_dimensions, d) || Contains(dn.lhs_contracting_dimensions, d)) continue;
+  for (int64_t d : dims.lhs_free) {
     odims.push_back(ls.dimensions(d));
     lstep.push_back(lstr[d]);
     rstep.push_back(0);
   }
-  for (int64_t d = 0; d < rs.rank(); ++d) {
-    if (Contains(dn.rhs_batch_dimensions, d) || Contains(dn.rhs_contracting_dimensions, d) ||
-        Contains(rhs_group, d))
-      continue;
+  for (int64_t d : dims.rhs_free) {
+    if (Contains(rhs_group, d)) continue;
     odims.push_back(rs.dimensions(d));
     lstep.push_back(0);
     rstep.push_back(rstr[d]);
@@ -187,9 +174,6 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
   std::vector<int64_t> lcoff{0}, rcoff{0};
   for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
     int64_t ld = dn.lhs_contracting_dimensions[i], rd = dn.rhs_contracting_dimensions[i];
-    if (ls.dimensions(ld) != rs.dimensions(rd))
-      return InstrError(instr, "contracting dimensions " + std::to_string(ld) + " and " +
-                                   std::to_string(rd) + " differ in size");
     std::vector<int64_t> nl, nr;
     for (size_t c = 0; c < lcoff.size(); ++c)
       for (int64_t p = 0; p < ls.dimensions(ld); ++p) {
