@@ -109,7 +109,25 @@ Status HandleReshape(SpmdContext& ctx, const Instruction& instr) {
     ctx.Set(instr, {r, instr.shape(), out});
     return Status::Ok();
   }
-  // The tiling does not survive the reshape: reshape whole, then slice.
+  // The result's tiling does not survive the reshape; the operand's own
+  // may (XLA tries both directions): reshape the local tiles, then reshard
+  // the result, which usually moves much less than gathering the operand.
+  const Sharding op_s = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  if (op_s.IsTiled() && !op_s.HasManualSubgroup() && !HasUnreduced(op_s)) {
+    std::optional<Sharding> r =
+        ReshapeOperandSharding(instr.shape().dimensions(), in_shape.dimensions(), op_s);
+    // Only when reading it back gives the operand's tiling: then every
+    // partition's tile reshapes into its tile of `r`.
+    if (r && r->IsTiled() &&
+        ReshapeOperandSharding(in_shape.dimensions(), instr.shape().dimensions(), *r) == op_s) {
+      SpmdBuilder::ScopedCause rule(ctx.b, instr, "reshape on the operand's tiling, then reshard");
+      PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+      Instruction* x = ctx.Clone(instr, LocalShape(instr.shape(), *r), {operand.hlo});
+      ctx.Set(instr, Reshard(ctx.b, {x, instr.shape(), *r}, out));
+      return Status::Ok();
+    }
+  }
+  // Neither tiling survives the reshape: reshape whole, then slice.
   PartitionedValue operand = ctx.OperandAs(instr, 0, Sharding::Replicate());
   Instruction* r = ctx.Clone(instr, instr.shape(), {operand.hlo});
   ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), Sharding::Replicate()}, out));
