@@ -155,6 +155,14 @@ Status CheckShardingFits(const Instruction& instr) {
                        instr.loc());
 }
 
+// `s` with unknown leaves replaced by replicated ones (how the driver starts).
+Sharding UnknownAsReplicated(const Sharding& s) {
+  if (!s.IsTuple()) return s.IsUnknown() ? Sharding::Replicate() : s;
+  std::vector<Sharding> leaves;
+  for (const Sharding& e : s.tuple_elements()) leaves.push_back(UnknownAsReplicated(e));
+  return Sharding::Tuple(std::move(leaves));
+}
+
 bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
   if (s.IsTuple()) {
     for (int64_t i = 0; i < shape.tuple_size(); ++i)
@@ -873,12 +881,15 @@ StatusOr<bool> Propagator::Run() {
   MS_RETURN_IF_ERROR(RemoveBarriers());
   PostProcessCsePrevention();
   RestoreAndCheckEntryShardings();
+  // "Changed" as XLA reports it: turning an unknown sharding into the
+  // replicated one it stands for during propagation is not a change there.
   bool changed = structure_changed_;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
     const int id = Id(instr);
     if (sharding_[id].has_value() != original_[id].has_value() ||
-        (sharding_[id] && *sharding_[id] != *original_[id]))
+        (sharding_[id] && *sharding_[id] != *original_[id] &&
+         *sharding_[id] != UnknownAsReplicated(*original_[id])))
       changed = true;
   }
   MS_RETURN_IF_ERROR(WriteBack());

@@ -74,6 +74,20 @@ ENTRY e {
   EXPECT_NE(r.status().message().find("does not fit"), std::string::npos);
 }
 
+// An unknown sharding becomes the replicated one it stands for; like XLA,
+// that alone is not reported as a change.
+TEST_F(PropagationTest, UnknownToReplicatedIsNoChange) {
+  auto r = Run(R"(HloModule m
+ENTRY e {
+  a = f32[8] parameter(0)
+  n = f32[8] negate(a), sharding={unknown}
+  ROOT c = f32[8] copy(n)
+})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  EXPECT_EQ(S("n"), "{replicated}");
+}
+
 TEST_F(PropagationTest, BackwardThroughBroadcastNeedsAggressiveness) {
   ASSERT_TRUE(Run(R"(HloModule m
 ENTRY e {
