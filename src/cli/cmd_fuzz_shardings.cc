@@ -40,7 +40,7 @@ nlohmann::json VariantJson(const FuzzVariantResult& r) {
   v["case"] = r.case_name;
   v["variant"] = r.variant;
   v["variant_seed"] = r.variant_seed;
-  v["outcome"] = OutcomeName(r.result.outcome);
+  v["outcome"] = IsTimeout(r.result) ? "timeout" : OutcomeName(r.result.outcome);
   if (!r.result.reason.empty()) v["reason"] = r.result.reason;
   v["detail"] = r.result.detail;
   v["reduced_shapes"] = r.result.reduced_shapes;
@@ -71,7 +71,8 @@ int RunFuzz(const FuzzFlags& flags) {
     if (flags.json) return;
     const PartitioningCaseResult& res = r.result;
     if (res.outcome == CaseOutcome::kFailed) {
-      std::printf("FAIL %s variant %lld (seed %llu): %s\n  module: %s\n", r.case_name.c_str(),
+      std::printf("%s %s variant %lld (seed %llu): %s\n  module: %s\n",
+                  IsTimeout(res) ? "TIMEOUT" : "FAIL", r.case_name.c_str(),
                   static_cast<long long>(r.variant), static_cast<unsigned long long>(flags.seed),
                   res.detail.c_str(), r.file.c_str());
     } else if (flags.verbose) {
@@ -88,6 +89,7 @@ int RunFuzz(const FuzzFlags& flags) {
     doc["seed"] = flags.seed;
     doc["count"] = flags.count;
     doc["cases"] = summary->cases;
+    doc["shrunk_cases"] = summary->shrunk_cases;
     doc["skipped_cases"] = summary->skipped_cases;
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& [name, why] : summary->skipped_cases_detail)
@@ -95,6 +97,7 @@ int RunFuzz(const FuzzFlags& flags) {
     doc["skipped_cases_detail"] = std::move(skipped);
     doc["passed"] = summary->passed;
     doc["failed"] = summary->failed;
+    doc["timed_out"] = summary->timed_out;
     doc["skipped"] = summary->skipped;
     nlohmann::json variants = nlohmann::json::array();
     for (const FuzzVariantResult& r : summary->variants) variants.push_back(VariantJson(r));
@@ -113,11 +116,12 @@ int RunFuzz(const FuzzFlags& flags) {
     std::printf("cases skipped (%s): %lld\n", why.c_str(), static_cast<long long>(n));
   for (const auto& [why, n] : variant_reasons)
     std::printf("variants skipped (%s): %lld\n", why.c_str(), static_cast<long long>(n));
-  std::printf("%lld cases fuzzed, %lld cases skipped; variants: %lld passed, %lld failed, "
-              "%lld skipped\n",
-              static_cast<long long>(summary->cases), static_cast<long long>(summary->skipped_cases),
+  std::printf("%lld cases fuzzed (%lld shrunk first), %lld cases skipped; variants: %lld "
+              "passed, %lld failed, %lld timed out, %lld skipped\n",
+              static_cast<long long>(summary->cases), static_cast<long long>(summary->shrunk_cases),
+              static_cast<long long>(summary->skipped_cases),
               static_cast<long long>(summary->passed), static_cast<long long>(summary->failed),
-              static_cast<long long>(summary->skipped));
+              static_cast<long long>(summary->timed_out), static_cast<long long>(summary->skipped));
   return summary->failed == 0 ? 0 : 1;
 }
 
@@ -143,8 +147,8 @@ const bool registered = RegisterCommand(
       app->add_option("--max-memory", f->max_memory_gib,
                       "GiB: variants estimated larger run at reduced shapes (default 1)");
       app->add_option("--max-case-mib", f->max_case_mib,
-                      "skip cases whose one-device peak times (devices + 1) exceeds this many "
-                      "MiB (default 256)");
+                      "shrink (or skip) cases whose one-device peak times (devices + 1) exceeds "
+                      "this many MiB (default 256)");
       return [f]() { return RunFuzz(*f); };
     });
 

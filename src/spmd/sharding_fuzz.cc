@@ -14,6 +14,7 @@
 #include "ir/instruction.h"
 #include "text/parser.h"
 #include "text/printer.h"
+#include "transforms/shrink_shapes.h"
 
 namespace meshsplit {
 namespace {
@@ -258,7 +259,10 @@ std::vector<std::string> HeaderLines(const std::string& text) {
 }
 
 // Builds, writes and runs one variant.
+// `text` is the case file (its header comments are kept); `module_text` the
+// module to mutate (the case's own, or a shrunk copy).
 FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
+                             const std::string& module_text, const std::string& shrunk,
                              const ShardingFuzzOptions& options, int64_t variant) {
   FuzzVariantResult out;
   out.case_name = c.name;
@@ -271,7 +275,7 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
   v.path = (fs::path(options.out_dir) / (v.name + ".hlo")).string();
   out.file = v.path;
   out.result.name = v.name;
-  StatusOr<std::unique_ptr<Module>> m = ParseModuleText(text);
+  StatusOr<std::unique_ptr<Module>> m = ParseModuleText(module_text);
   if (!m.ok()) {
     out.result.outcome = CaseOutcome::kFailed;
     out.result.detail = "parse: " + m.status().ToString();
@@ -293,6 +297,7 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
   for (const std::string& h : HeaderLines(text)) file << h << "\n";
   file << "// fuzz-shardings: case " << c.name << ", seed " << options.seed << ", variant "
        << variant << " (variant seed " << out.variant_seed << ")\n";
+  if (!shrunk.empty()) file << "// fuzz-shardings: shrunk first: " << shrunk << "\n";
   for (const ShardingMutation& mu : out.mutations)
     file << "// fuzz-shardings: %" << mu.instruction << ": "
          << (mu.before.empty() ? "(none)" : mu.before) << " -> "
@@ -314,6 +319,9 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
   out.result.seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   out.result.name = v.name;
+  if (!shrunk.empty())
+    out.result.detail = "shrunk first (" + shrunk + ")" +
+                        (out.result.detail.empty() ? "" : "; " + out.result.detail);
   if (out.result.outcome != CaseOutcome::kFailed && !options.keep_passing) {
     std::error_code ec;
     fs::remove(v.path, ec);
@@ -322,6 +330,10 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
 }
 
 }  // namespace
+
+bool IsTimeout(const PartitioningCaseResult& r) {
+  return r.outcome == CaseOutcome::kFailed && r.detail.find("timeout (over") != std::string::npos;
+}
 
 uint64_t VariantSeed(uint64_t seed, const std::string& name, int64_t variant) {
   uint64_t h = Mix(seed);
@@ -459,19 +471,40 @@ StatusOr<ShardingFuzzSummary> RunShardingFuzz(
       continue;
     }
     // Whole values on every device is the largest a variant gets (plus the
-    // reference run).
-    const int64_t bytes = EstimatePeakBytes(*(*m)->entry());
+    // reference run). Larger cases are shrunk first (transforms/
+    // shrink_shapes.h: same ops, small dims), with dims of at least 8 so
+    // that new tile counts still find something to cut.
+    std::string module_text = text, shrunk;
+    int64_t bytes = EstimatePeakBytes(*(*m)->entry());
     if (bytes > options.max_case_bytes / (n + 1)) {
-      skip_case(name, "too large: estimated " + std::to_string(bytes >> 20) + " MiB x " +
-                          std::to_string(n + 1) + " runs");
-      continue;
+      ShrinkShapesOptions shrink;
+      shrink.min_dim = 8;
+      StatusOr<ShrinkShapesReport> report = ShrinkShapes(**m, shrink);
+      const int64_t before = bytes;
+      if (report.ok()) bytes = EstimatePeakBytes(*(*m)->entry());
+      if (!report.ok() || bytes > options.max_case_bytes / (n + 1)) {
+        skip_case(name, "too large: estimated " + std::to_string(before >> 20) + " MiB x " +
+                            std::to_string(n + 1) + " runs" +
+                            (report.ok() ? ", " + std::to_string(bytes >> 20) + " MiB shrunk"
+                                         : ", cannot shrink"));
+        continue;
+      }
+      shrunk = report->Summary();
+      module_text = PrintModule(**m);
+      summary.shrunk_cases++;
     }
     summary.cases++;
     for (int64_t k = 0; k < options.count; ++k) {
-      FuzzVariantResult r = RunVariant(c, text, options, k);
+      FuzzVariantResult r = RunVariant(c, text, module_text, shrunk, options, k);
       switch (r.result.outcome) {
         case CaseOutcome::kPassed: summary.passed++; break;
-        case CaseOutcome::kFailed: summary.failed++; break;
+        case CaseOutcome::kFailed:
+          if (IsTimeout(r.result)) {
+            summary.timed_out++;
+          } else {
+            summary.failed++;
+          }
+          break;
         case CaseOutcome::kSkipped: summary.skipped++; break;
       }
       if (on_variant) on_variant(r);

@@ -42,6 +42,9 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
 // shardings).
 std::string UnmutableReason(const Module& module);
 
+// A failed variant that ran out of time (CPU or wall clock).
+bool IsTimeout(const PartitioningCaseResult& r);
+
 // The seed of variant `variant` of case `name` under the run seed `seed`
 // (so that one case reproduces alone, with --filter).
 uint64_t VariantSeed(uint64_t seed, const std::string& name, int64_t variant);
@@ -57,8 +60,9 @@ struct ShardingFuzzOptions {
   // keep_passing.
   std::string out_dir = "fuzz-shardings-out";
   bool keep_passing = false;
-  // Skip cases whose original needs more than this to run on one device
-  // times (devices + 1) (the cost of a fully replicated variant).
+  // Cases whose original needs more than this to run on one device times
+  // (devices + 1) (the cost of a fully replicated variant) are shrunk
+  // first (transforms/shrink_shapes.h), or skipped when that is not enough.
   int64_t max_case_bytes = int64_t{256} << 20;
   // Per variant, as in the conformance runner: CPU seconds, estimated run
   // bytes (larger variants run at reduced shapes), address-space limit.
@@ -76,9 +80,13 @@ struct FuzzVariantResult {
 
 struct ShardingFuzzSummary {
   int64_t cases = 0;            // cases fuzzed
+  int64_t shrunk_cases = 0;     // of those, shrunk first (too large as written)
   int64_t skipped_cases = 0;    // cases not fuzzed (see skipped_case_reasons)
   std::vector<std::pair<std::string, std::string>> skipped_cases_detail;  // name, why
-  int64_t passed = 0, failed = 0, skipped = 0;  // variants
+  // Variants. Timeouts (the runner's CPU or wall-clock limit) are counted
+  // apart from failures: most are slow interpreter runs of big windows on
+  // a loaded machine, not wrong answers; they are listed like failures.
+  int64_t passed = 0, failed = 0, skipped = 0, timed_out = 0;
   std::vector<FuzzVariantResult> variants;
 };
 
