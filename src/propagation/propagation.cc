@@ -422,6 +422,72 @@ std::vector<Instruction*> Propagator::RelatedInstructions(Instruction* instr) {
   }
 }
 
+// A while whose body holds a channel instruction (an all-reduce or
+// reduce-scatter with a channel id) placed on one device must run entirely on
+// that device: every other single-device instruction of the body must agree,
+// and the body root is placed there if it has no placement yet (from which
+// the while, its parameters and its condition take it, below). XLA checks the
+// same before propagating.
+Status Propagator::CheckWhileDeviceAssignments() {
+  auto unique_device = [&](const Instruction* i) -> std::optional<int64_t> {
+    if (!Has(i)) return std::nullopt;
+    return Get(i).UniqueDevice();
+  };
+  auto conflict = [](const Instruction* i, int64_t device,
+                     const Instruction* channel, int64_t channel_device) {
+    return Status::Error("'" + i->name() + "' is on device " +
+                             std::to_string(device) +
+                             ", which conflicts with device " +
+                             std::to_string(channel_device) +
+                             " of channel instruction '" + channel->name() + "'",
+                         i->loc());
+  };
+  for (Computation* c : computations_) {
+    for (const auto& ip : c->instructions()) {
+      const Instruction* w = ip.get();
+      if (w->opcode() != Opcode::kWhile || removed_.count(w) ||
+          w->while_body() == nullptr)
+        continue;
+      const Computation* body = w->while_body();
+      std::optional<int64_t> device;
+      const Instruction* channel = nullptr;
+      std::vector<std::pair<int64_t, const Instruction*>> others;
+      for (const auto& bp : body->instructions()) {
+        const Instruction* i = bp.get();
+        if (removed_.count(i)) continue;
+        const std::optional<int64_t> d = unique_device(i);
+        if (!d) continue;
+        const bool is_channel = (i->opcode() == Opcode::kAllReduce ||
+                                 i->opcode() == Opcode::kReduceScatter) &&
+                                i->attrs().channel_id.has_value();
+        if (device) {
+          if (*d != *device) return conflict(i, *d, channel, *device);
+        } else if (is_channel) {
+          channel = i;
+          device = d;
+          for (const auto& [od, oi] : others)
+            if (od != *device) return conflict(oi, od, channel, *device);
+        } else {
+          others.push_back({*d, i});
+        }
+      }
+      if (!device) continue;
+      if (auto wd = unique_device(w); wd && *wd != *device)
+        return conflict(w, *wd, channel, *device);
+      Instruction* root = body->root();
+      const std::optional<int64_t> rd = unique_device(root);
+      if (!rd) {
+        SetContext("while body placed with its channel instruction", {channel},
+                   -1);
+        Set(root, SingleTuple(root->shape(), Sharding::Maximal(*device)));
+      } else if (*rd != *device) {
+        return conflict(root, *rd, channel, *device);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 void Propagator::BuildComputationMap() {
   for (Computation* c : computations_) {
     for (const auto& ip : c->instructions()) {
@@ -857,6 +923,7 @@ StatusOr<bool> Propagator::Run() {
       if (Has(instr) && HasCsePrevention(Get(instr))) Clear(instr);
   }
   MS_RETURN_IF_ERROR(ProcessShardingInstructions());
+  MS_RETURN_IF_ERROR(CheckWhileDeviceAssignments());
   BuildComputationMap();
   CollectProvided();
   for (Instruction* instr : instrs_) {

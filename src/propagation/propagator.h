@@ -99,6 +99,7 @@ class Propagator {
   // Driver steps (propagation.cc).
   Status Init();
   Status ProcessShardingInstructions();
+  Status CheckWhileDeviceAssignments();
   void BuildComputationMap();
   void CollectProvided();
   bool RunToFixPoint(int aggressiveness);

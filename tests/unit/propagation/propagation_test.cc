@@ -88,6 +88,44 @@ ENTRY e {
   EXPECT_EQ(S("n"), "{replicated}");
 }
 
+// A while body whose channel all-reduce sits on one device cannot hold an
+// instruction placed on another (XLA rejects the module the same way).
+TEST_F(PropagationTest, WhileBodyDeviceConflictIsAnError) {
+  auto r = Run(R"(HloModule m
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+cond {
+  cp = (f32[8], s32[]) parameter(0)
+  ci = s32[] get-tuple-element(cp), index=1
+  lim = s32[] constant(3)
+  ROOT lt = pred[] compare(ci, lim), direction=LT
+}
+body {
+  bp = (f32[8], s32[]) parameter(0)
+  x = f32[8] get-tuple-element(bp), index=0
+  i = s32[] get-tuple-element(bp), index=1
+  n = f32[8] negate(x), sharding={maximal device=0}
+  ar = f32[8] all-reduce(n), channel_id=1, replica_groups={}, to_apply=add, sharding={maximal device=1}
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = (f32[8], s32[]) tuple(ar, j)
+}
+ENTRY e {
+  a = f32[8] parameter(0)
+  z = s32[] constant(0)
+  init = (f32[8], s32[]) tuple(a, z)
+  w = (f32[8], s32[]) while(init), condition=cond, body=body
+  ROOT out = f32[8] get-tuple-element(w), index=0
+})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("conflicts with device 1"),
+            std::string::npos)
+      << r.status().ToString();
+}
+
 TEST_F(PropagationTest, BackwardThroughBroadcastNeedsAggressiveness) {
   ASSERT_TRUE(Run(R"(HloModule m
 ENTRY e {
