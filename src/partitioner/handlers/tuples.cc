@@ -49,7 +49,16 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
     Shape local = LocalShape(instr.shape(), s);
     if (!local.Compatible(v.hlo->shape()))
       return ctx.Fallback(instr, "manual region whose local shapes do not line up");
-    Instruction* copy = ctx.b.Add(Opcode::kCopy, v.hlo->shape(), {v.hlo}, instr.name());
+    Instruction* data = v.hlo;
+    // Entering a manual region exposes the padding of uneven tiles as data:
+    // it reads as zeros there (as in XLA).
+    if (target == "SPMDFullToShardShape" && v.shape.IsArray()) {
+      std::vector<int64_t> all(v.shape.rank());
+      for (size_t d = 0; d < all.size(); ++d) all[d] = d;
+      if (HasPadding(v, all))
+        data = MaskPadding(ctx.b, v, all, ctx.b.Zero(v.shape.element_type()));
+    }
+    Instruction* copy = ctx.b.Add(Opcode::kCopy, v.hlo->shape(), {data}, instr.name());
     ctx.Set(instr, {copy, instr.shape(), s});
     return Status::Ok();
   }
