@@ -282,7 +282,6 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
     return out;
   }
   Module& mod = **m;
-  mod.set_num_partitions(n);
   out.mutations = MutateShardings(mod, n, out.variant_seed);
   bool dropped = false;
   for (const ShardingMutation& mu : out.mutations) dropped |= mu.after.empty() && !mu.before.empty();
@@ -403,6 +402,23 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
     size_t start = rng.Uniform(0, candidates.size() - 1);
     for (size_t k = 0; k < candidates.size() && out.empty(); ++k)
       change(candidates[(start + k) % candidates.size()]);
+  }
+  if (new_count) {
+    // Annotations outside the candidates (loop bodies' parameters and
+    // roots, reducers) would name devices of the old count: they get new
+    // ones too.
+    for (const auto& c : module.computations())
+      for (const auto& owned : c->instructions()) {
+        Instruction* i = owned.get();
+        if (!i->has_sharding() ||
+            std::find(candidates.begin(), candidates.end(), i) != candidates.end())
+          continue;
+        if (!change(i)) {
+          out.push_back({i->name(), ShardingText(*i), ""});
+          i->clear_sharding();
+        }
+      }
+    module.set_num_partitions(num_partitions);
   }
   return out;
 }
