@@ -245,50 +245,43 @@ void ConvertFrom(const From* in, Literal& out, int64_t n) {
   });
 }
 
-float ReducePrecisionF32(float v, int exp_bits, int mant_bits) {
+// Rounds `v` (an IEEE float with kMant mantissa and kExp exponent bits,
+// stored as U) to mant_bits / exp_bits: mantissa to nearest even, exponent
+// overflow to infinity, underflow to signed zero; NaN stays NaN.
+template <typename F, typename U, int kMant, int kExp>
+F ReducePrecisionBits(F v, int exp_bits, int mant_bits) {
+  static_assert(sizeof(F) == sizeof(U) && kMant + kExp + 1 == 8 * sizeof(U));
   if (v != v) return v;
-  uint32_t x;
-  std::memcpy(&x, &v, 4);
-  if (mant_bits < 23) {
-    uint32_t last = 1u << (23 - mant_bits);
-    uint32_t bias = (last >> 1) - 1 + ((x & last) >> (23 - mant_bits));
+  U x;
+  std::memcpy(&x, &v, sizeof x);
+  if (mant_bits < kMant) {
+    U last = U{1} << (kMant - mant_bits);
+    U bias = (last >> 1) - 1 + ((x & last) >> (kMant - mant_bits));
     x = (x + bias) & ~(last - 1);
   }
-  if (exp_bits < 8) {
-    int32_t exp_bias = (1 << (exp_bits - 1)) - 1;
-    uint32_t max_exp = static_cast<uint32_t>(127 + exp_bias) << 23;
-    uint32_t min_exp = static_cast<uint32_t>(127 - exp_bias) << 23;
-    uint32_t e = x & 0x7f800000u;
-    uint32_t sign = x & 0x80000000u;
-    if (e > max_exp) x = sign | 0x7f800000u;
+  if (exp_bits < kExp) {
+    using S = std::make_signed_t<U>;
+    const S own_bias = (S{1} << (kExp - 1)) - 1;  // 127 for f32, 1023 for f64
+    S exp_bias = (S{1} << (exp_bits - 1)) - 1;
+    U max_exp = static_cast<U>(own_bias + exp_bias) << kMant;
+    U min_exp = static_cast<U>(own_bias - exp_bias) << kMant;
+    const U exp_mask = ((U{1} << kExp) - 1) << kMant;
+    U e = x & exp_mask;
+    U sign = x & (U{1} << (kMant + kExp));
+    if (e > max_exp) x = sign | exp_mask;
     else if (e <= min_exp) x = sign;
   }
-  float out;
-  std::memcpy(&out, &x, 4);
+  F out;
+  std::memcpy(&out, &x, sizeof out);
   return out;
 }
 
+float ReducePrecisionF32(float v, int exp_bits, int mant_bits) {
+  return ReducePrecisionBits<float, uint32_t, 23, 8>(v, exp_bits, mant_bits);
+}
+
 double ReducePrecisionF64(double v, int exp_bits, int mant_bits) {
-  if (v != v) return v;
-  uint64_t x;
-  std::memcpy(&x, &v, 8);
-  if (mant_bits < 52) {
-    uint64_t last = 1ull << (52 - mant_bits);
-    uint64_t bias = (last >> 1) - 1 + ((x & last) >> (52 - mant_bits));
-    x = (x + bias) & ~(last - 1);
-  }
-  if (exp_bits < 11) {
-    int64_t exp_bias = (int64_t{1} << (exp_bits - 1)) - 1;
-    uint64_t max_exp = static_cast<uint64_t>(1023 + exp_bias) << 52;
-    uint64_t min_exp = static_cast<uint64_t>(1023 - exp_bias) << 52;
-    uint64_t e = x & 0x7ff0000000000000ull;
-    uint64_t sign = x & 0x8000000000000000ull;
-    if (e > max_exp) x = sign | 0x7ff0000000000000ull;
-    else if (e <= min_exp) x = sign;
-  }
-  double out;
-  std::memcpy(&out, &x, 8);
-  return out;
+  return ReducePrecisionBits<double, uint64_t, 52, 11>(v, exp_bits, mant_bits);
 }
 
 }  // namespace
