@@ -14,54 +14,10 @@
 namespace meshsplit {
 namespace {
 
-int64_t Linear(const std::vector<int64_t>& index, const std::vector<int64_t>& strides) {
-  int64_t off = 0;
-  for (size_t i = 0; i < index.size(); ++i) off += index[i] * strides[i];
-  return off;
-}
-
 std::vector<int64_t> Extent(const DevicePlace& p) {
   std::vector<int64_t> e(p.offset.size());
   for (size_t i = 0; i < e.size(); ++i) e[i] = std::max<int64_t>(0, p.limit[i] - p.offset[i]);
   return e;
-}
-
-bool Empty(const std::vector<int64_t>& extent) {
-  for (int64_t e : extent)
-    if (e <= 0) return true;
-  return false;
-}
-
-// Copies `p`'s tile of `full` into `local` at the origin.
-void TileOut(const Literal& full, const DevicePlace& p, Literal& local) {
-  std::vector<int64_t> block = Extent(p);
-  if (Empty(block)) return;
-  int64_t w = ByteWidth(full.element_type());
-  std::vector<int64_t> fs = RowMajorStrides(full.shape().dimensions());
-  std::vector<int64_t> ls = RowMajorStrides(local.shape().dimensions());
-  CopyStridedBlock(full.raw() + Linear(p.offset, fs) * w, fs, local.raw(), ls, block, w);
-}
-
-// The reverse: the valid block of `local` goes to `p`'s tile of `full`.
-void TileIn(const Literal& local, const DevicePlace& p, Literal& full) {
-  std::vector<int64_t> block = Extent(p);
-  if (Empty(block)) return;
-  int64_t w = ByteWidth(full.element_type());
-  std::vector<int64_t> fs = RowMajorStrides(full.shape().dimensions());
-  std::vector<int64_t> ls = RowMajorStrides(local.shape().dimensions());
-  CopyStridedBlock(local.raw(), ls, full.raw() + Linear(p.offset, fs) * w, fs, block, w);
-}
-
-// The valid block of a local value, packed (for replica comparisons).
-std::vector<uint8_t> Packed(const Literal& local, const std::vector<int64_t>& extent) {
-  int64_t w = ByteWidth(local.element_type());
-  int64_t n = 1;
-  for (int64_t e : extent) n *= std::max<int64_t>(e, 0);
-  std::vector<uint8_t> out(n * w);
-  if (n == 0) return out;
-  CopyStridedBlock(local.raw(), RowMajorStrides(local.shape().dimensions()), out.data(),
-                   RowMajorStrides(extent), extent, w);
-  return out;
 }
 
 bool IsFloat(PrimitiveType t) {
@@ -148,13 +104,13 @@ Status MakeLeaf(const Shape& global_in, const Shape& local_in, const Sharding& s
       DevicePlace origin = p;
       std::fill(origin.offset.begin(), origin.offset.end(), 0);
       origin.limit = Extent(p);
-      TileIn(valid, origin, piece);
+      CopyTileIn(valid, origin.offset, origin.limit, piece);
       // The logical value's tile is the sum of the pieces.
       Literal& w = whole.at(p.manual_group);
       Literal current(valid.shape());
-      TileOut(w, p, current);
+      CopyTileOut(w, p.offset, p.limit, current);
       AddInto(current, valid);
-      TileIn(current, p, w);
+      CopyTileIn(current, p.offset, p.limit, w);
       pieces.emplace(key, std::move(piece));
     }
   }
@@ -175,7 +131,7 @@ Status MakeLeaf(const Shape& global_in, const Shape& local_in, const Sharding& s
     } else {
       Literal l(local);
       FillPoison(l);
-      TileOut(whole.at(p.manual_group), p, l);
+      CopyTileOut(whole.at(p.manual_group), p.offset, p.limit, l);
       part.push_back(std::move(l));
     }
   }
@@ -237,7 +193,7 @@ Literal ExtractTile(const Literal& full, const DevicePlace& place, const Shape& 
                     bool poison) {
   Literal out(NoLayout(local_shape));
   if (poison) FillPoison(out);
-  TileOut(full, place, out);
+  CopyTileOut(full, place.offset, place.limit, out);
   return out;
 }
 
@@ -262,7 +218,7 @@ Literal FitToShape(const Literal& value, const Shape& shape_in) {
   p.limit.resize(shape.rank());
   for (int64_t i = 0; i < shape.rank(); ++i)
     p.limit[i] = std::min(shape.dimensions()[i], value.shape().dimensions()[i]);
-  TileOut(value, p, out);
+  CopyTileOut(value, p.offset, p.limit, out);
   return out;
 }
 
@@ -456,14 +412,14 @@ StatusOr<GroupValues> AssembleGroups(const std::vector<const Literal*>& per_devi
     auto [hit, first] = holder.emplace(key, d);
     std::vector<int64_t> extent = Extent(p);
     if (!first) {
-      if (Packed(l, extent) != Packed(*per_device[hit->second], extent))
+      if (PackedBlock(l, extent) != PackedBlock(*per_device[hit->second], extent))
         return Status::Error("devices " + std::to_string(hit->second) + " and " +
                              std::to_string(d) + " hold the same piece (tile " +
                              std::to_string(p.tile) + ") with different values");
       continue;
     }
     if (p.unreduced_size > 1) continue;  // summed below, in position order
-    TileIn(l, p, out.values[git->second]);
+    CopyTileIn(l, p.offset, p.limit, out.values[git->second]);
   }
   // Partial values of an unreduced group add up: per (group, tile), the
   // holders of positions 0, 1, ... in that order.
@@ -485,12 +441,12 @@ StatusOr<GroupValues> AssembleGroups(const std::vector<const Literal*>& per_devi
     bool first = true;
     for (const auto& [position, d] : by_position) {
       Literal mine(Shape(global.element_type(), extent));
-      TileOut(*per_device[d], origin, mine);
+      CopyTileOut(*per_device[d], origin.offset, origin.limit, mine);
       if (first) sum = std::move(mine);
       else AddInto(sum, mine);
       first = false;
     }
-    TileIn(sum, p, out.values[group_index.at(gt.first)]);
+    CopyTileIn(sum, p.offset, p.limit, out.values[group_index.at(gt.first)]);
   }
   if (out.values.empty()) return Status::Error("no device holds the value");
   return out;

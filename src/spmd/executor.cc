@@ -34,7 +34,8 @@ int64_t Linear(const std::vector<int64_t>& index, const std::vector<int64_t>& st
   return off;
 }
 
-// Copies the block [offset, limit) of `full` into `local` at the origin.
+}  // namespace
+
 void CopyTileOut(const Literal& full, const std::vector<int64_t>& offset,
                  const std::vector<int64_t>& limit, Literal& local) {
   std::vector<int64_t> block(offset.size());
@@ -48,8 +49,6 @@ void CopyTileOut(const Literal& full, const std::vector<int64_t>& offset,
   CopyStridedBlock(full.raw() + Linear(offset, fs) * w, fs, local.raw(), ls, block, w);
 }
 
-// The reverse: the valid block of `local` (from the origin) goes to
-// [offset, limit) of `full`.
 void CopyTileIn(const Literal& local, const std::vector<int64_t>& offset,
                 const std::vector<int64_t>& limit, Literal& full) {
   std::vector<int64_t> block(offset.size());
@@ -63,7 +62,6 @@ void CopyTileIn(const Literal& local, const std::vector<int64_t>& offset,
   CopyStridedBlock(local.raw(), ls, full.raw() + Linear(offset, fs) * w, fs, block, w);
 }
 
-// The valid block (origin to `extent`) of a local value, packed.
 std::vector<uint8_t> PackedBlock(const Literal& local, const std::vector<int64_t>& extent) {
   int64_t w = ByteWidth(local.element_type());
   int64_t n = 1;
@@ -75,6 +73,8 @@ std::vector<uint8_t> PackedBlock(const Literal& local, const std::vector<int64_t
   CopyStridedBlock(local.raw(), ls, out.data(), ps, extent, w);
   return out;
 }
+
+namespace {
 
 Status CheckTiledSharding(const Sharding& sharding, const Shape& global, int64_t num_devices,
                           const std::string& what) {

@@ -26,6 +26,18 @@ namespace meshsplit {
 // for floats, a fixed garbage pattern for integers, true for pred.
 void FillPoison(Literal& literal);
 
+// Copies the block [offset, limit) of `full` into `local` at its origin;
+// nothing when the block is empty (the last tiles of an uneven dim).
+void CopyTileOut(const Literal& full, const std::vector<int64_t>& offset,
+                 const std::vector<int64_t>& limit, Literal& local);
+// The reverse: the block of `local` from its origin goes to [offset, limit)
+// of `full`.
+void CopyTileIn(const Literal& local, const std::vector<int64_t>& offset,
+                const std::vector<int64_t>& limit, Literal& full);
+// The block of `local` from its origin to `extent`, packed row-major (to
+// compare replicas byte for byte).
+std::vector<uint8_t> PackedBlock(const Literal& local, const std::vector<int64_t>& extent);
+
 // Cuts `full` (global shape) into one literal per device (0..num_devices-1)
 // of shape `local_shape` by `sharding`:
 //  - replicated / manual: every device gets `full` (REQUIRES local == global);
