@@ -5,8 +5,6 @@
 
 #include <cctype>
 #include <cstdio>
-#include <fstream>
-#include <iostream>
 #include <memory>
 #include <sstream>
 #include <vector>
@@ -100,27 +98,16 @@ std::string Where(const std::string& file, int line) {
 }  // namespace
 
 int RunVerifyDiagnostics(const std::string& path) {
-  auto file = std::make_shared<SourceFile>();
-  file->name = path;
-  if (path == "-") {
-    std::ostringstream ss;
-    ss << std::cin.rdbuf();
-    file->text = ss.str();
-  } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-      std::fprintf(stderr, "error: cannot open '%s'\n", path.c_str());
-      return 1;
-    }
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    file->text = ss.str();
+  StatusOr<std::shared_ptr<const SourceFile>> file = ReadSourceFile(path);
+  if (!file.ok()) {
+    std::fprintf(stderr, "%s\n", file.status().ToString().c_str());
+    return 1;
   }
   std::vector<std::string> problems;
-  std::vector<Expectation> expected = ParseExpectations(*file, problems);
+  std::vector<Expectation> expected = ParseExpectations(**file, problems);
 
   std::vector<Status> produced;
-  auto module = ParseModule(file);
+  auto module = ParseModule(*file);
   if (!module.ok()) {
     produced.push_back(module.status());
   } else {
@@ -154,7 +141,7 @@ int RunVerifyDiagnostics(const std::string& path) {
     std::string at = e.line == 0 ? "without a location" : "on line " + std::to_string(e.line);
     if (e.column != 0) at += " column " + std::to_string(e.column);
     std::fprintf(stderr, "%s: error: expected error %s was not produced: {{%s}}\n",
-                 Where(file->name, e.comment_line).c_str(), at.c_str(),
+                 Where((*file)->name, e.comment_line).c_str(), at.c_str(),
                  e.text.c_str());
   }
   return ok ? 0 : 1;

@@ -672,7 +672,7 @@ StatusOr<std::unique_ptr<Module>> ParseModuleText(const std::string& text) {
   return ParseModule(std::move(file));
 }
 
-StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
+StatusOr<std::shared_ptr<const SourceFile>> ReadSourceFile(const std::string& path) {
   auto file = std::make_shared<SourceFile>();
   file->name = path;
   if (path == "-") {
@@ -690,6 +690,11 @@ StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
     if (in.bad()) return Status::Error("cannot read '" + path + "'");
     file->text = ss.str();
   }
+  return std::shared_ptr<const SourceFile>(std::move(file));
+}
+
+StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(std::shared_ptr<const SourceFile> file, ReadSourceFile(path));
   return ParseModule(std::move(file));
 }
 

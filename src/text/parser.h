@@ -19,6 +19,10 @@ StatusOr<std::unique_ptr<Module>> ParseModule(
 // Convenience for tests: parses `text` as a file named "<string>".
 StatusOr<std::unique_ptr<Module>> ParseModuleText(const std::string& text);
 
+// Reads FILE ("-" = stdin) whole, for parsing and for quoting in
+// diagnostics. Errors name the file (missing, unreadable, a directory).
+StatusOr<std::shared_ptr<const SourceFile>> ReadSourceFile(const std::string& path);
+
 // Reads FILE ("-" = stdin) and parses it. Errors name the file.
 StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path);
 
