@@ -11,6 +11,17 @@ namespace {
 // Spatial attributes shared by Conv and the pools, with ONNX defaults.
 struct SpatialAttrs {
   std::vector<int64_t> kernel, strides, dilations, pads_lo, pads_hi;
+
+  // The window of spatial dim i (convolution and pooling alike).
+  WindowDimension WindowDim(size_t i) const {
+    WindowDimension d;
+    d.size = kernel[i];
+    d.stride = strides[i];
+    d.padding_low = pads_lo[i];
+    d.padding_high = pads_hi[i];
+    d.window_dilation = dilations[i];
+    return d;
+  }
 };
 
 StatusOr<SpatialAttrs> ReadSpatial(Context& ctx, int64_t spatial,
@@ -58,13 +69,7 @@ Status Conv(Context& ctx) {
     dn.input_spatial_dimensions.push_back(2 + i);
     dn.kernel_spatial_dimensions.push_back(2 + i);
     dn.output_spatial_dimensions.push_back(2 + i);
-    WindowDimension d;
-    d.size = s.kernel[i];
-    d.stride = s.strides[i];
-    d.padding_low = s.pads_lo[i];
-    d.padding_high = s.pads_hi[i];
-    d.window_dilation = s.dilations[i];
-    window.push_back(d);
+    window.push_back(s.WindowDim(i));
   }
   Attributes attrs;
   attrs.conv_dnums = dn;
@@ -86,15 +91,7 @@ Status Conv(Context& ctx) {
 StatusOr<Instruction*> Pool(Context& ctx, Instruction* x, const SpatialAttrs& s, Opcode op,
                             double init) {
   Window window(2);  // N and C: size 1
-  for (size_t i = 0; i < s.kernel.size(); ++i) {
-    WindowDimension d;
-    d.size = s.kernel[i];
-    d.stride = s.strides[i];
-    d.padding_low = s.pads_lo[i];
-    d.padding_high = s.pads_hi[i];
-    d.window_dilation = s.dilations[i];
-    window.push_back(d);
-  }
+  for (size_t i = 0; i < s.kernel.size(); ++i) window.push_back(s.WindowDim(i));
   Attributes attrs;
   attrs.window = window;
   PrimitiveType t = x->shape().element_type();
