@@ -121,6 +121,22 @@ class Inferrer {
                  expected == 1 ? "" : "s", " but has ", got);
     return Status::Ok();
   }
+  // The start indices of a dynamic-(update-)slice of operand 0, operands
+  // `first`.. : one integer scalar per operand dim, or one integer vector
+  // (the vector form, which a rank-1 operand cannot tell apart).
+  Status StartIndices(int first) const {
+    const Shape& operand = op(0);
+    const bool vector_form = n() == first + 1 && operand.rank() != 1 && op(first).rank() == 1;
+    if (!vector_form && n() != first + operand.rank())
+      return Err("expects ", first, " + ", operand.rank(), " operands (one start index per "
+                 "dimension) but has ", n());
+    for (int i = first; i < n(); ++i) {
+      MS_RETURN_IF_ERROR(TypeIs(i, IsInteger(op(i).element_type()), "an integer"));
+      if (!vector_form && op(i).rank() != 0)
+        return Err("start index operand ", i, " must be a scalar but has shape ", Str(op(i)));
+    }
+    return Status::Ok();
+  }
   // Checks that `c` takes `params` and returns `result` (if given).
   Status Signature(const Computation* c, const char* role,
                    const std::vector<Shape>& params, const Shape* result) const;
@@ -144,6 +160,7 @@ class Inferrer {
   StatusOr<Shape> Scatter();
   StatusOr<Shape> Reduce();
   StatusOr<Shape> ReduceWindow();
+  StatusOr<int> VariadicReductionInputs() const;
   StatusOr<Shape> VariadicReductionResult(int num, const std::vector<int64_t>& dims);
   StatusOr<Shape> SelectAndScatter();
   StatusOr<Shape> Sort();
@@ -378,16 +395,7 @@ StatusOr<Shape> Inferrer::DynamicSlice() {
   MS_RETURN_IF_ERROR(CountAtLeast(1));  // a scalar operand has no indices
   MS_RETURN_IF_ERROR(AllArrays());
   const Shape& operand = op(0);
-  const bool vector_form = n() == 2 && operand.rank() != 1 && op(1).rank() == 1;
-  if (!vector_form && n() != 1 + operand.rank())
-    return Err("expects 1 + ", operand.rank(), " operands (one start index per "
-               "dimension) but has ", n());
-  for (int i = 1; i < n(); ++i) {
-    MS_RETURN_IF_ERROR(TypeIs(i, IsInteger(op(i).element_type()), "an integer"));
-    if (!vector_form && op(i).rank() != 0)
-      return Err("start index operand ", i, " must be a scalar but has shape ",
-                 Str(op(i)));
-  }
+  MS_RETURN_IF_ERROR(StartIndices(1));
   if (static_cast<int>(a_.dynamic_slice_sizes.size()) != operand.rank())
     return Err("dynamic_slice_sizes has ", a_.dynamic_slice_sizes.size(),
                " entries but the operand ", Str(operand), " has rank ",
@@ -407,16 +415,7 @@ StatusOr<Shape> Inferrer::DynamicUpdateSlice() {
   MS_RETURN_IF_ERROR(AllArrays());
   const Shape& operand = op(0);
   const Shape& update = op(1);
-  const bool vector_form = n() == 3 && operand.rank() != 1 && op(2).rank() == 1;
-  if (!vector_form && n() != 2 + operand.rank())
-    return Err("expects 2 + ", operand.rank(), " operands (one start index per "
-               "dimension) but has ", n());
-  for (int i = 2; i < n(); ++i) {
-    MS_RETURN_IF_ERROR(TypeIs(i, IsInteger(op(i).element_type()), "an integer"));
-    if (!vector_form && op(i).rank() != 0)
-      return Err("start index operand ", i, " must be a scalar but has shape ",
-                 Str(op(i)));
-  }
+  MS_RETURN_IF_ERROR(StartIndices(2));
   MS_RETURN_IF_ERROR(SameType(1, 0));
   if (update.rank() != operand.rank())
     return Err("update ", Str(update), " has rank ", update.rank(),
@@ -525,13 +524,20 @@ StatusOr<Shape> Inferrer::Scatter() {
 }
 
 StatusOr<Shape> Inferrer::Reduce() {
+  MS_ASSIGN_OR_RETURN(const int num, VariadicReductionInputs());
+  MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims, InferReducedDims(op(0), a_.dimensions));
+  return VariadicReductionResult(num, dims);
+}
+
+// reduce / reduce-window operands: N arrays of equal dims, then N init
+// values. Returns N.
+StatusOr<int> Inferrer::VariadicReductionInputs() const {
   if (n() < 2 || n() % 2 != 0)
     return Err("expects 2N operands (N inputs, N init values) but has ", n());
   MS_RETURN_IF_ERROR(AllArrays());
   const int num = n() / 2;
   for (int i = 1; i < num; ++i) MS_RETURN_IF_ERROR(SameDims(i, 0));
-  MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims, InferReducedDims(op(0), a_.dimensions));
-  return VariadicReductionResult(num, dims);
+  return num;
 }
 
 // The result of reduce / reduce-window: operands are N inputs then N scalar
@@ -554,11 +560,7 @@ StatusOr<Shape> Inferrer::VariadicReductionResult(int num,
 }
 
 StatusOr<Shape> Inferrer::ReduceWindow() {
-  if (n() < 2 || n() % 2 != 0)
-    return Err("expects 2N operands (N inputs, N init values) but has ", n());
-  MS_RETURN_IF_ERROR(AllArrays());
-  const int num = n() / 2;
-  for (int i = 1; i < num; ++i) MS_RETURN_IF_ERROR(SameDims(i, 0));
+  MS_ASSIGN_OR_RETURN(const int num, VariadicReductionInputs());
   if (!a_.window.has_value() && op(0).rank() > 0) return Err("missing window");
   Window window = a_.window.value_or(Window{});
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> dims,
