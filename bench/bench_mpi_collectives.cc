@@ -1,6 +1,7 @@
 // Collective throughput through the mpi backend (MpiCommunicator, the
 // interface the SPMD executor calls) against raw MPI_Allreduce /
-// MPI_Allgather on the same buffers, measured in the same run. Run it under
+// MPI_Allgather / MPI_Reduce_scatter_block / MPI_Alltoall on the same
+// buffers, measured in the same run. Run it under
 // mpirun, e.g.
 //   mpirun -np 2 build/bench/bench_mpi_collectives
 //   mpirun -np 4 --oversubscribe build/bench/bench_mpi_collectives --rounds 25
@@ -72,13 +73,16 @@ int Main(int argc, char** argv) {
   for (int64_t bytes : sizes) {
     if (bytes > max_bytes) break;
     const int64_t count = bytes / 4;
-    std::vector<float> in(count), out(count * n);
-    for (int64_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank) % 97) * 0.25f;
+    // `in` holds n blocks of `count` for reduce-scatter and all-to-all (their
+    // `bytes` is the result per rank, resp. one block per destination).
+    std::vector<float> in(count * n), out(count * n);
+    for (int64_t i = 0; i < count * n; ++i) in[i] = static_cast<float>((i + rank) % 97) * 0.25f;
     // Short rounds (about 16 MiB of traffic, at least 2 operations), many of
     // them: on a loaded machine the fastest of many short rounds is the one
     // least disturbed by other processes.
     const int iterations = static_cast<int>(std::clamp<int64_t>((16 << 20) / bytes / n, 2, 2000));
     const std::vector<int64_t> dims = {count};
+    const std::vector<int64_t> blocks = {count * n};
     Status status = Status::Ok();
     auto note = [&](Status s) {
       if (!s.ok() && status.ok()) status = s;
@@ -98,9 +102,26 @@ int Main(int argc, char** argv) {
       MPI_Allgather(in.data(), static_cast<int>(count), MPI_FLOAT, out.data(),
                     static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD);
     };
+    std::function<void()> ours_rs = [&] {
+      note(comm.ReduceScatter(in.data(), out.data(), PrimitiveType::F32, blocks, 0,
+                              ReductionKind::kAdd, {}));
+    };
+    std::function<void()> raw_rs = [&] {
+      MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(count), MPI_FLOAT, MPI_SUM,
+                               MPI_COMM_WORLD);
+    };
+    std::function<void()> ours_a2a = [&] {
+      note(comm.AllToAll(in.data(), out.data(), PrimitiveType::F32, blocks, 0, 0, {}));
+    };
+    std::function<void()> raw_a2a = [&] {
+      MPI_Alltoall(in.data(), static_cast<int>(count), MPI_FLOAT, out.data(),
+                   static_cast<int>(count), MPI_FLOAT, MPI_COMM_WORLD);
+    };
     for (auto [name, ours, raw] :
          {std::tuple{"all-reduce f32 add", &ours_ar, &raw_ar},
-          std::tuple{"all-gather f32", &ours_ag, &raw_ag}}) {
+          std::tuple{"all-gather f32", &ours_ag, &raw_ag},
+          std::tuple{"reduce-scatter f32", &ours_rs, &raw_rs},
+          std::tuple{"all-to-all f32", &ours_a2a, &raw_a2a}}) {
       (*ours)();  // warm-up: communicator split, buffer growth
       (*raw)();
       double best_ours = 1e30, best_raw = 1e30;

@@ -144,6 +144,8 @@ constexpr int kTagGather = 1;
 constexpr int kTagSlices = 2;
 constexpr int kTagFolded = 3;
 constexpr int kTagEnvelope = 4;  // on the agreement's own duplicate of the world
+constexpr int kTagScatterParts = 5;
+constexpr int kTagAllToAllBlocks = 6;
 
 // One step of point-to-point messages among the members of `comm` (ranks =
 // group positions): this member, at position p, receives recv(q) = {pointer,
@@ -750,16 +752,41 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
   const int64_t outer = Product(dims, 0, dimension);
   const int64_t block = dims[dimension] / g * Product(dims, dimension + 1, dims.size());
   const int64_t part = outer * block * w;  // bytes for one destination
+  const int64_t p = found->membership.position;
+  recv_.resize(std::max<int64_t>(1, part * g));
+  std::vector<const void*>& inputs = inputs_;
+  inputs.resize(g);
+  if (outer == 1 && g <= kLinearMaxGroup) {
+    // Scattering the outermost dim: member q's part is contiguous in
+    // `input`, so it is sent from there, and our own part is folded in
+    // place (no packing copy). All sends are done before the fold writes.
+    ExchangeLinear(
+        group->comm, g, p, kTagScatterParts, requests_,
+        [&](int64_t q) { return std::pair{Bytes(input) + q * part, part}; },
+        [&](int64_t q) { return std::pair{recv_.data() + q * part, part}; });
+    for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part;
+    // If `output` is `input`, it is either exactly our part (p = 0), which
+    // ReduceInOrder allows, or part 0, which is no longer read.
+    inputs[p] = Bytes(input) + p * part;
+    ReduceInOrder(kind, type, inputs, output, block);
+    return Status::Ok();
+  }
   // send_[q] = block q of every outer row, for the member at position q.
   send_.resize(std::max<int64_t>(1, part * g));
-  recv_.resize(std::max<int64_t>(1, part * g));
   for (int64_t q = 0; q < g; ++q)
     for (int64_t o = 0; o < outer; ++o)
       std::memcpy(send_.data() + q * part + o * block * w,
                   Bytes(input) + (o * g + q) * block * w, block * w);
-  MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
-               static_cast<int>(part), MPI_BYTE, group->comm);
-  std::vector<const void*> inputs(g);
+  if (g <= kLinearMaxGroup) {
+    ExchangeLinear(
+        group->comm, g, p, kTagScatterParts, requests_,
+        [&](int64_t q) { return std::pair{send_.data() + q * part, part}; },
+        [&](int64_t q) { return std::pair{recv_.data() + q * part, part}; });
+    std::memcpy(recv_.data() + p * part, send_.data() + p * part, part);
+  } else {
+    MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
+                 static_cast<int>(part), MPI_BYTE, group->comm);
+  }
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part + o * block * w;
     ReduceInOrder(kind, type, inputs, Bytes(output) + o * block * w, block);
@@ -804,19 +831,54 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
   const auto block_strides = RowMajorStrides(block);
   const auto out_strides = RowMajorStrides(out_dims);
   const int64_t part = elems / g * w;
+  // Block q of the input (sent to member q) and block k of the output
+  // (received from member k).
+  auto in_block = [&](int64_t q) {
+    return Bytes(input) + q * block[split_dimension] * in_strides[split_dimension] * w;
+  };
+  auto out_block = [&](int64_t k) {
+    return Bytes(output) + k * block[concat_dimension] * out_strides[concat_dimension] * w;
+  };
+  if (g <= kLinearMaxGroup && input != output) {
+    // One step of point-to-point messages. A block is contiguous when every
+    // dim outside the split (concat) dim is 1; then it is sent from the
+    // input (received into the output) without a packing copy.
+    const int64_t p = found->membership.position;
+    const bool send_direct = Product(dims, 0, split_dimension) == 1;
+    const bool recv_direct = Product(out_dims, 0, concat_dimension) == 1;
+    if (!send_direct) {
+      send_.resize(std::max<int64_t>(1, part * g));
+      for (int64_t q = 0; q < g; ++q)
+        if (q != p)
+          CopyStridedBlock(in_block(q), in_strides, send_.data() + q * part, block_strides,
+                           block, w);
+    }
+    if (!recv_direct) recv_.resize(std::max<int64_t>(1, part * g));
+    ExchangeLinear(
+        group->comm, g, p, kTagAllToAllBlocks, requests_,
+        [&](int64_t q) {
+          return std::pair{send_direct ? in_block(q) : send_.data() + q * part, part};
+        },
+        [&](int64_t q) {
+          return std::pair{recv_direct ? out_block(q) : recv_.data() + q * part, part};
+        });
+    CopyStridedBlock(in_block(p), in_strides, out_block(p), out_strides, block, w);
+    if (!recv_direct)
+      for (int64_t k = 0; k < g; ++k)
+        if (k != p)
+          CopyStridedBlock(recv_.data() + k * part, block_strides, out_block(k), out_strides,
+                           block, w);
+    return Status::Ok();
+  }
   send_.resize(std::max<int64_t>(1, part * g));
   recv_.resize(std::max<int64_t>(1, part * g));
   for (int64_t q = 0; q < g; ++q)
-    CopyStridedBlock(Bytes(input) + q * block[split_dimension] *
-                                        in_strides[split_dimension] * w,
-                     in_strides, send_.data() + q * part, block_strides, block, w);
+    CopyStridedBlock(in_block(q), in_strides, send_.data() + q * part, block_strides, block, w);
   MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
                static_cast<int>(part), MPI_BYTE, group->comm);
   for (int64_t k = 0; k < g; ++k)
-    CopyStridedBlock(recv_.data() + k * part, block_strides,
-                     Bytes(output) + k * block[concat_dimension] *
-                                         out_strides[concat_dimension] * w,
-                     out_strides, block, w);
+    CopyStridedBlock(recv_.data() + k * part, block_strides, out_block(k), out_strides, block,
+                     w);
   return Status::Ok();
 }
 
