@@ -169,7 +169,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kRemainder: case Opcode::kShiftLeft:
     case Opcode::kShiftRightArithmetic: case Opcode::kShiftRightLogical:
     case Opcode::kSubtract: case Opcode::kXor: case Opcode::kCompare:
-    case Opcode::kSelect: case Opcode::kClamp:
+    case Opcode::kSelect: case Opcode::kClamp: case Opcode::kStochasticConvert:
       return HandleElementwise(ctx, instr);
 
     case Opcode::kBroadcast:
@@ -238,7 +238,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
     case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
-    case Opcode::kStochasticConvert: case Opcode::kBitcast:
+    case Opcode::kBitcast:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kDomain:

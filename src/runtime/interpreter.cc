@@ -182,8 +182,8 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kCopy: return EvalCopyLike(k);
     case Opcode::kConvert: return EvalConvert(k);
     case Opcode::kReducePrecision: return EvalReducePrecision(k);
+    case Opcode::kStochasticConvert: return EvalStochasticConvert(k);
     case Opcode::kImag: case Opcode::kReal: case Opcode::kComplex:
-    case Opcode::kStochasticConvert:
       return NotSupported(instr);
 
     case Opcode::kAdd: case Opcode::kAnd: case Opcode::kAtan2: case Opcode::kDivide:

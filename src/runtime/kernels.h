@@ -82,6 +82,7 @@ StatusOr<Literal> EvalSelect(KernelArgs& k);
 StatusOr<Literal> EvalClamp(KernelArgs& k);
 StatusOr<Literal> EvalConvert(KernelArgs& k);
 StatusOr<Literal> EvalBitcastConvert(KernelArgs& k);
+StatusOr<Literal> EvalStochasticConvert(KernelArgs& k);  // kernels_stochastic_convert.cc
 StatusOr<Literal> EvalReducePrecision(KernelArgs& k);
 StatusOr<Literal> EvalIota(KernelArgs& k);
 // kernels_data_movement.cc
