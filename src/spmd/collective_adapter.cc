@@ -42,6 +42,43 @@ Literal FreshResult(const Shape& shape) {
   return Literal(s);
 }
 
+// Errors unless dim `dim` of `shape` exists and splits into `g` equal blocks
+// (reduce-scatter, all-to-all).
+Status CheckSplits(const Instruction& instr, const Shape& shape, int64_t dim, int64_t g) {
+  if (dim < 0 || dim >= shape.rank() || shape.dimensions(dim) % g != 0)
+    return InstrError(instr, std::string(OpcodeName(instr.opcode())) + " dimension " +
+                                 std::to_string(dim) + " of " + shape.ToString(false) +
+                                 " does not split into " + std::to_string(g) + " blocks");
+  return Status::Ok();
+}
+
+// A collective applied operand by operand (variadic forms return a tuple,
+// one element per operand). For operand i, `expect(in)` gives the shape its
+// result must have (or an error for an operand the op cannot take), which
+// must be declared result element i; `run(in, out)` fills the result
+// through the communicator.
+template <typename Expect, typename Run>
+StatusOr<Literal> EachOperand(const Instruction& instr,
+                              const std::vector<const Literal*>& operands, Expect expect,
+                              Run run) {
+  std::vector<Literal> results;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
+    const Literal& in = *operands[i];
+    MS_ASSIGN_OR_RETURN(const Shape want, expect(in));
+    const Shape* rs = ResultShape(instr, i, operands.size());
+    if (rs == nullptr || !rs->Compatible(want))
+      return InstrError(instr, "operand " + std::to_string(i) + " " + in.shape().ToString(false) +
+                                   " yields " + want.ToString(false) +
+                                   ", not the declared result shape");
+    Literal out = FreshResult(*rs);
+    Status s = run(in, out);
+    if (!s.ok()) return InstrError(instr, s.message());
+    results.push_back(std::move(out));
+  }
+  return Package(instr, std::move(results));
+}
+
 }  // namespace
 
 std::optional<ReductionKind> ClassifyReduction(const Computation* c) {
@@ -122,21 +159,12 @@ StatusOr<Literal> CollectiveAdapter::AllReduce(const Instruction& instr,
                           "parameters");
   CommGroups groups = GroupsOf(instr);
   MS_RETURN_IF_ERROR(GroupSize(instr, groups, /*require_equal_sizes=*/false).status());
-  std::vector<Literal> results;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
-    const Literal& in = *operands[i];
-    const Shape* rs = ResultShape(instr, i, operands.size());
-    if (rs == nullptr || !rs->Compatible(in.shape()))
-      return InstrError(instr, "all-reduce result shape does not match operand " +
-                                   std::to_string(i) + " " + in.shape().ToString(false));
-    Literal out = FreshResult(*rs);
-    Status s = comm_.AllReduce(in.raw(), out.raw(), in.element_type(), in.element_count(),
-                               *kind, groups);
-    if (!s.ok()) return InstrError(instr, s.message());
-    results.push_back(std::move(out));
-  }
-  return Package(instr, std::move(results));
+  return EachOperand(
+      instr, operands, [](const Literal& in) -> StatusOr<Shape> { return in.shape(); },
+      [&](const Literal& in, Literal& out) {
+        return comm_.AllReduce(in.raw(), out.raw(), in.element_type(), in.element_count(), *kind,
+                               groups);
+      });
 }
 
 StatusOr<Literal> CollectiveAdapter::AllGather(const Instruction& instr,
@@ -148,27 +176,20 @@ StatusOr<Literal> CollectiveAdapter::AllGather(const Instruction& instr,
   int64_t dim = instr.attrs().dimensions[0];
   CommGroups groups = GroupsOf(instr);
   MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
-  std::vector<Literal> results;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
-    const Literal& in = *operands[i];
-    std::vector<int64_t> dims = in.shape().dimensions();
-    if (dim < 0 || dim >= static_cast<int64_t>(dims.size()))
-      return InstrError(instr, "all-gather dimension " + std::to_string(dim) +
-                                   " out of range for " + in.shape().ToString(false));
-    Shape expect(in.element_type(), dims);
-    expect.mutable_dimensions()[dim] *= g;
-    const Shape* rs = ResultShape(instr, i, operands.size());
-    if (rs == nullptr || !rs->Compatible(expect))
-      return InstrError(instr, "all-gather over groups of " + std::to_string(g) +
-                                   " devices yields " + expect.ToString(false) +
-                                   ", not the declared result shape");
-    Literal out = FreshResult(*rs);
-    Status s = comm_.AllGather(in.raw(), out.raw(), in.element_type(), dims, dim, groups);
-    if (!s.ok()) return InstrError(instr, s.message());
-    results.push_back(std::move(out));
-  }
-  return Package(instr, std::move(results));
+  return EachOperand(
+      instr, operands,
+      [&](const Literal& in) -> StatusOr<Shape> {
+        if (dim < 0 || dim >= in.shape().rank())
+          return InstrError(instr, "all-gather dimension " + std::to_string(dim) +
+                                       " out of range for " + in.shape().ToString(false));
+        Shape expect(in.element_type(), in.shape().dimensions());
+        expect.mutable_dimensions()[dim] *= g;
+        return expect;
+      },
+      [&](const Literal& in, Literal& out) {
+        return comm_.AllGather(in.raw(), out.raw(), in.element_type(), in.shape().dimensions(),
+                               dim, groups);
+      });
 }
 
 StatusOr<Literal> CollectiveAdapter::ReduceScatter(const Instruction& instr,
@@ -184,29 +205,18 @@ StatusOr<Literal> CollectiveAdapter::ReduceScatter(const Instruction& instr,
   int64_t dim = instr.attrs().dimensions[0];
   CommGroups groups = GroupsOf(instr);
   MS_ASSIGN_OR_RETURN(int64_t g, GroupSize(instr, groups, /*require_equal_sizes=*/true));
-  std::vector<Literal> results;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
-    const Literal& in = *operands[i];
-    std::vector<int64_t> dims = in.shape().dimensions();
-    if (dim < 0 || dim >= static_cast<int64_t>(dims.size()) || dims[dim] % g != 0)
-      return InstrError(instr, "reduce-scatter dimension " + std::to_string(dim) + " of " +
-                                   in.shape().ToString(false) +
-                                   " does not split into " + std::to_string(g) + " blocks");
-    Shape expect(in.element_type(), dims);
-    expect.mutable_dimensions()[dim] /= g;
-    const Shape* rs = ResultShape(instr, i, operands.size());
-    if (rs == nullptr || !rs->Compatible(expect))
-      return InstrError(instr, "reduce-scatter over groups of " + std::to_string(g) +
-                                   " devices yields " + expect.ToString(false) +
-                                   ", not the declared result shape");
-    Literal out = FreshResult(*rs);
-    Status s = comm_.ReduceScatter(in.raw(), out.raw(), in.element_type(), dims, dim, *kind,
-                                   groups);
-    if (!s.ok()) return InstrError(instr, s.message());
-    results.push_back(std::move(out));
-  }
-  return Package(instr, std::move(results));
+  return EachOperand(
+      instr, operands,
+      [&](const Literal& in) -> StatusOr<Shape> {
+        MS_RETURN_IF_ERROR(CheckSplits(instr, in.shape(), dim, g));
+        Shape expect(in.element_type(), in.shape().dimensions());
+        expect.mutable_dimensions()[dim] /= g;
+        return expect;
+      },
+      [&](const Literal& in, Literal& out) {
+        return comm_.ReduceScatter(in.raw(), out.raw(), in.element_type(),
+                                   in.shape().dimensions(), dim, *kind, groups);
+      });
 }
 
 StatusOr<Literal> CollectiveAdapter::AllToAll(const Instruction& instr,
@@ -220,24 +230,16 @@ StatusOr<Literal> CollectiveAdapter::AllToAll(const Instruction& instr,
   if (!instr.attrs().dimensions.empty()) {
     // Array form, applied to each operand.
     int64_t dim = instr.attrs().dimensions[0];
-    std::vector<Literal> results;
-    for (size_t i = 0; i < operands.size(); ++i) {
-      const Literal& in = *operands[i];
-      std::vector<int64_t> dims = in.shape().dimensions();
-      if (dim < 0 || dim >= static_cast<int64_t>(dims.size()) || dims[dim] % g != 0)
-        return InstrError(instr, "all-to-all dimension " + std::to_string(dim) + " of " +
-                                     in.shape().ToString(false) + " does not split into " +
-                                     std::to_string(g) + " blocks");
-      const Shape* rs = ResultShape(instr, i, operands.size());
-      if (rs == nullptr || !rs->Compatible(in.shape()))
-        return InstrError(instr, "all-to-all result shape differs from operand " +
-                                     std::to_string(i));
-      Literal out = FreshResult(*rs);
-      Status s = comm_.AllToAll(in.raw(), out.raw(), in.element_type(), dims, dim, dim, groups);
-      if (!s.ok()) return InstrError(instr, s.message());
-      results.push_back(std::move(out));
-    }
-    return Package(instr, std::move(results));
+    return EachOperand(
+        instr, operands,
+        [&](const Literal& in) -> StatusOr<Shape> {
+          MS_RETURN_IF_ERROR(CheckSplits(instr, in.shape(), dim, g));
+          return in.shape();
+        },
+        [&](const Literal& in, Literal& out) {
+          return comm_.AllToAll(in.raw(), out.raw(), in.element_type(), in.shape().dimensions(),
+                                dim, dim, groups);
+        });
   }
   // Tuple form: G operands of one shape; output j is member j's input r.
   if (static_cast<int64_t>(operands.size()) != g)
@@ -269,21 +271,12 @@ StatusOr<Literal> CollectiveAdapter::CollectivePermute(
     const EvalContext& ctx) {
   if (auto r = SingleReplica(instr, operands)) return std::move(*r);
   const SourceTargetPairs& pairs = instr.attrs().source_target_pairs;
-  std::vector<Literal> results;
-  for (size_t i = 0; i < operands.size(); ++i) {
-    MS_RETURN_IF_ERROR(CheckArrayOperand(instr, operands[i], i));
-    const Literal& in = *operands[i];
-    const Shape* rs = ResultShape(instr, i, operands.size());
-    if (rs == nullptr || !rs->Compatible(in.shape()))
-      return InstrError(instr, "collective-permute result shape differs from operand " +
-                                   std::to_string(i));
-    Literal out = FreshResult(*rs);
-    Status s = comm_.CollectivePermute(in.raw(), out.raw(), in.element_type(),
+  return EachOperand(
+      instr, operands, [](const Literal& in) -> StatusOr<Shape> { return in.shape(); },
+      [&](const Literal& in, Literal& out) {
+        return comm_.CollectivePermute(in.raw(), out.raw(), in.element_type(),
                                        in.element_count(), pairs);
-    if (!s.ok()) return InstrError(instr, s.message());
-    results.push_back(std::move(out));
-  }
-  return Package(instr, std::move(results));
+      });
 }
 
 }  // namespace meshsplit
