@@ -170,8 +170,9 @@ bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
         return false;
     return true;
   }
-  if (!s.IsTiled()) return !s.IsTileMaximal() || s.IsReplicated() ||
-                            s.kind() != Sharding::Kind::kMaximal;
+  // Only tilings can fail to divide: replicated, single-device (maximal) and
+  // manual shardings always fit (XLA keeps a maximal entry sharding as is).
+  if (!s.IsTiled()) return true;
   if (!shape.IsArray()) return true;
   for (int i = 0; i < shape.rank() && i < s.TiledDataRank(); ++i)
     if (shape.dimensions(i) % TileDimOr1(s, i) != 0) return false;
