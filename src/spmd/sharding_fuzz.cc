@@ -183,20 +183,34 @@ bool HasShardGroup(const Sharding& s) {
   return false;
 }
 
+bool HasManualParts(const Module& module) {
+  for (const auto& c : module.computations())
+    for (const auto& i : c->instructions())
+      if (IsManualBoundary(*i) || (i->has_sharding() && HasManual(*i->sharding()))) return true;
+  return false;
+}
+
 // The instructions whose annotation a variant may change: the entry's
 // parameters, root and interior instructions, and the interior instructions
 // of while / conditional / call bodies (their parameters and roots are tied
 // to the caller's sharding). Reducers and other to_apply computations carry
-// no meaningful shardings.
+// no meaningful shardings. Manual regions keep their boundaries: the
+// sharding of a value entering one (operand of SPMDFullToShardShape) and of
+// one leaving it say how the region's shapes split the whole.
 void CollectCandidates(const Computation& c, bool is_entry, std::vector<Instruction*>& out,
                        std::vector<const Computation*>& seen) {
   if (std::find(seen.begin(), seen.end(), &c) != seen.end()) return;
   seen.push_back(&c);
+  std::vector<const Instruction*> entering;
+  for (const auto& owned : c.instructions())
+    if (IsManualBoundary(*owned) && owned->attrs().custom_call_target == "SPMDFullToShardShape")
+      for (const Instruction* o : owned->operands()) entering.push_back(o);
   for (const auto& owned : c.instructions()) {
     Instruction* i = owned.get();
     const bool boundary = i->opcode() == Opcode::kParameter || i == c.root();
     if (boundary && !is_entry) continue;
     if (IsManualBoundary(*i)) continue;
+    if (std::find(entering.begin(), entering.end(), i) != entering.end()) continue;
     if (i->has_sharding() && (HasManual(*i->sharding()) || HasShardGroup(*i->sharding()))) continue;
     if (i->opcode() == Opcode::kAfterAll) continue;
     out.push_back(i);
@@ -282,6 +296,8 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
     return out;
   }
   Module& mod = **m;
+  // The case header's count is the one its shardings were written for.
+  mod.set_num_partitions(c.num_partitions);
   out.mutations = MutateShardings(mod, n, out.variant_seed);
   bool dropped = false;
   for (const ShardingMutation& mu : out.mutations) dropped |= mu.after.empty() && !mu.before.empty();
@@ -343,17 +359,15 @@ uint64_t VariantSeed(uint64_t seed, const std::string& name, int64_t variant) {
 std::string UnmutableReason(const Module& module) {
   for (const auto& c : module.computations())
     for (const auto& i : c->instructions()) {
-      if (IsManualBoundary(*i))
-        return "manual region (%" + i->name() + ")";
-      if (i->has_sharding() && HasManual(*i->sharding()))
-        return "manual sharding (%" + i->name() + ")";
-      switch (GetOpcodeFamily(i->opcode())) {
-        case OpcodeFamily::kCollective:
-          return std::string(OpcodeName(i->opcode())) + " (%" + i->name() + ")";
-        default: break;
-      }
-      if (i->opcode() == Opcode::kPartitionId || i->opcode() == Opcode::kReplicaId)
-        return std::string(OpcodeName(i->opcode())) + " (%" + i->name() + ")";
+      // Device-dependent ops are fine inside manual regions (annotated
+      // manual), whose shardings the fuzzer keeps.
+      const bool manual = i->has_sharding() && HasManual(*i->sharding());
+      const bool device_dependent =
+          GetOpcodeFamily(i->opcode()) == OpcodeFamily::kCollective ||
+          i->opcode() == Opcode::kPartitionId || i->opcode() == Opcode::kReplicaId;
+      if (device_dependent && !manual)
+        return std::string(OpcodeName(i->opcode())) + " outside a manual region (%" + i->name() +
+               ")";
     }
   return "";
 }
@@ -368,10 +382,16 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
   const bool new_count = num_partitions != module.num_partitions();
   // Per variant, how eager each kind of change is, so that some variants
   // touch one value and others most of them.
-  const double p_boundary = rng.Coin(0.5) ? 0.8 : 0.35;
-  const double p_interior = rng.Coin(0.5) ? 0.5 : 0.15;
-  const double p_drop = rng.Coin(0.4) ? 0.3 : 0.0;
-  const double p_add = rng.Coin(0.3) ? 0.1 : 0.0;
+  // A quarter of the variants are dense: every candidate gets a random
+  // sharding, so every edge of the graph may need a reshard.
+  const bool dense = rng.Coin(0.25);
+  const double p_boundary = dense ? 1.0 : rng.Coin(0.5) ? 0.8 : 0.35;
+  const double p_interior = dense ? 1.0 : rng.Coin(0.5) ? 0.5 : 0.15;
+  // With manual regions, unannotated values may be manual ones: nothing is
+  // added or dropped there.
+  const bool manual = HasManualParts(module);
+  const double p_drop = dense || manual ? 0.0 : rng.Coin(0.4) ? 0.3 : 0.0;
+  const double p_add = manual ? 0.0 : dense ? 1.0 : rng.Coin(0.3) ? 0.1 : 0.0;
   std::vector<ShardingMutation> out;
   auto change = [&](Instruction* i) {
     std::optional<Sharding> s = RandomSharding(i->shape(), num_partitions, rng);
@@ -393,7 +413,7 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
       }
     } else if (!boundary && rng.Coin(p_add)) {
       change(i);
-    } else if (boundary && rng.Coin(p_boundary / 2)) {
+    } else if (boundary && !manual && rng.Coin(p_boundary / 2)) {
       change(i);  // an unannotated parameter or root gets one
     }
   }
@@ -482,6 +502,11 @@ StatusOr<ShardingFuzzSummary> RunShardingFuzz(
       continue;
     }
     const int64_t n = options.num_partitions > 0 ? options.num_partitions : c.num_partitions;
+    if (n != c.num_partitions && HasManualParts(**m)) {
+      skip_case(name, "not mutable: manual region shapes are for " +
+                          std::to_string(c.num_partitions) + " devices");
+      continue;
+    }
     if (n < 1) {
       skip_case(name, "no device count");
       continue;
