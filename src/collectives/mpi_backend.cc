@@ -336,6 +336,15 @@ MpiCommunicator::MpiCommunicator() {
   rank_ = rank;
   size_ = size;
   inline_.resize(size_);
+  // The agreement's own duplicate of the world, for its point-to-point form
+  // (so its messages cannot match a program's). Made here, where every rank
+  // is at the same point, not on first use: ranks that later diverge must
+  // not make different collective calls on the world.
+  if (UsesPointToPointAgreement()) MPI_Comm_dup(MPI_COMM_WORLD, &agreement_comm_);
+}
+
+bool MpiCommunicator::UsesPointToPointAgreement() const {
+  return size_ > 2 && size_ <= kLinearMaxGroup;
 }
 
 MpiCommunicator::~MpiCommunicator() {
@@ -367,13 +376,13 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                  : 0;
   std::memcpy(mine + kInlineBytes, &word, 2);
   envelopes_.resize(size_ * kEnvelopeBytes);
-  if (size_ > 2 && size_ <= kLinearMaxGroup) {
+  if (UsesPointToPointAgreement()) {
     // One step of point-to-point messages instead of MPI_Allgather's two or
     // more dependent steps (recursive doubling, ring): each step is a trip
     // through the scheduler when ranks share cores. Own envelope included.
     std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
     ExchangeLinear(
-        AgreementComm(), size_, rank_, kTagEnvelope, requests_,
+        agreement_comm_, size_, rank_, kTagEnvelope, requests_,
         [&](int64_t) { return std::pair{static_cast<const void*>(mine), kEnvelopeBytes}; },
         [&](int64_t q) { return std::pair{envelopes_.data() + q * kEnvelopeBytes, kEnvelopeBytes}; });
   } else {
@@ -456,11 +465,6 @@ Status MpiCommunicator::Lookup(const CommGroups& groups, std::string_view op,
   }
   *out = group;
   return Status::Ok();
-}
-
-MPI_Comm MpiCommunicator::AgreementComm() {
-  if (agreement_comm_ == MPI_COMM_NULL) MPI_Comm_dup(MPI_COMM_WORLD, &agreement_comm_);
-  return agreement_comm_;
 }
 
 const MpiCommunicator::Group* MpiCommunicator::Comm(Group* group) {

@@ -163,10 +163,9 @@ class MpiCommunicator final : public Communicator {
   // remembered, since programs repeat the same groups back to back.
   Status Lookup(const CommGroups& groups, std::string_view op, bool require_equal_sizes,
                 Group** out);
-  // The world duplicated for the agreement's point-to-point messages (so
-  // they cannot match a program's own), on first use: every rank's first
-  // agreement is the same call, so every rank duplicates at the same point.
-  MPI_Comm AgreementComm();
+  // Whether the agreement exchanges its envelopes as point-to-point messages
+  // on agreement_comm_ (3 to 8 ranks) rather than with MPI_Allgather.
+  bool UsesPointToPointAgreement() const;
   // `group` with its communicator (split on first use). A collective MPI
   // call the first time: call it only after an agreement.
   const Group* Comm(Group* group);
