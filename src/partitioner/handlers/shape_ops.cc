@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "partitioner/context.h"
+#include "partitioner/halo.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -75,6 +76,77 @@ std::optional<Sharding> ReshapeOperandSharding(const std::vector<int64_t>& in_di
   return Sharding::Subgroup(ta.Reshape(dims), out.subgroup_types());
 }
 
+// XLA's halo reshape: the result tiles one dim `o` k ways, the major real
+// dim of its reshape group, and the operand dim `i` leading the same group
+// splits into `o` and finer dims (A = B * f) or merges with finer dims into
+// `o` (B = A * f), with tiles that do not line up (uneven). The operand is
+// tiled k ways along `i` with the result's device order; a halo window
+// along `i` (split: each result tile's f-times-longer run of rows) or along
+// `o` after a local reshape (merge: the local tiles reshaped into a
+// longer-tiled temporary) moves only the misaligned edges. nullptr when the
+// shapes or shardings are not of that form.
+Instruction* HaloReshape(SpmdContext& ctx, const Instruction& instr, const Sharding& out) {
+  const Shape& in_shape = instr.operand(0)->shape();
+  const Shape& out_shape = instr.shape();
+  if (!out.IsTiled() || out.HasManualSubgroup() || HasUnreduced(out)) return nullptr;
+  const std::vector<int64_t>& in_dims = in_shape.dimensions();
+  const std::vector<int64_t>& out_dims = out_shape.dimensions();
+  int64_t o = -1;
+  for (int64_t d = 0; d < out.TiledDataRank(); ++d) {
+    if (out.TileDim(d) == 1) continue;
+    if (o >= 0) return nullptr;  // one tiled dim only
+    o = d;
+  }
+  if (o < 0) return nullptr;
+  auto groups = ReshapeGroups(in_dims, out_dims);
+  if (!groups) return nullptr;
+  const DimGroup* g = nullptr;
+  for (const DimGroup& grp : *groups)
+    if (std::find(grp.out.begin(), grp.out.end(), o) != grp.out.end()) g = &grp;
+  if (g == nullptr) return nullptr;
+  // `o` and `i` lead their group (size-1 dims before them aside).
+  int64_t i = -1;
+  for (int64_t d : g->in)
+    if (in_dims[d] > 1) { i = d; break; }
+  for (int64_t d : g->out) {
+    if (d == o) break;
+    if (out_dims[d] > 1) return nullptr;
+  }
+  if (i < 0) return nullptr;
+  const int64_t k = out.TileDim(o), a = in_dims[i], bsz = out_dims[o];
+  const bool split = a % bsz == 0, merge = bsz % a == 0;
+  if (!split && !merge) return nullptr;
+  // The operand, tiled k ways along `i` with the result's devices.
+  std::vector<int64_t> in_tiles(in_dims.size(), 1);
+  in_tiles[i] = k;
+  const TileAssignment& ta = out.tile_assignment();
+  for (int64_t t = out.TiledDataRank(); t < ta.num_dimensions(); ++t) in_tiles.push_back(ta.dim(t));
+  const Sharding in_s = Sharding::Subgroup(ta.Reshape(in_tiles), out.subgroup_types());
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(b, instr, "reshape of an uneven tiled dim by halo exchange");
+  PartitionedValue x = ctx.OperandAs(instr, 0, in_s);
+  Instruction* zero = b.Zero(in_shape.element_type());
+  const int64_t tile_out = (bsz + k - 1) / k;
+  const Shape local_out = LocalShape(out_shape, out);
+  if (split) {
+    const int64_t f = a / bsz;
+    Instruction* w = ExchangeHaloWindow(b, x, i, {0, tile_out * f, tile_out * f}, zero);
+    return ctx.Clone(instr, local_out, {w});
+  }
+  // Merge: reshape the local tiles (sA rows of `i` -> sA * f of `o`), then
+  // window the temporary, whose tiles are sA * f long, to the result's.
+  const int64_t f = bsz / a, tile_in = x.hlo->shape().dimensions(i);
+  std::vector<int64_t> tmp_local = local_out.dimensions();
+  tmp_local[o] = tile_in * f;
+  Instruction* tmp = b.Reshape(x.hlo, tmp_local);
+  std::vector<int64_t> tmp_global = out_dims;
+  tmp_global[o] = k * tile_in * f;
+  PartitionedValue t{tmp, Shape(out_shape.element_type(), tmp_global), out};
+  Instruction* w = ExchangeHaloWindow(b, t, o, {0, tile_out, tile_out}, zero);
+  if (ctx.shared().named.insert(&instr).second) w->set_name(instr.name());
+  return w;
+}
+
 }  // namespace
 
 Status HandleBroadcast(SpmdContext& ctx, const Instruction& instr) {
@@ -126,6 +198,11 @@ Status HandleReshape(SpmdContext& ctx, const Instruction& instr) {
       ctx.Set(instr, Reshard(ctx.b, {x, instr.shape(), *r}, out));
       return Status::Ok();
     }
+  }
+  // One uneven tiled dim split or merged: halo exchange.
+  if (Instruction* h = HaloReshape(ctx, instr, out)) {
+    ctx.Set(instr, {h, instr.shape(), out});
+    return Status::Ok();
   }
   // Neither tiling survives the reshape: reshape whole, then slice.
   PartitionedValue operand = ctx.OperandAs(instr, 0, Sharding::Replicate());
