@@ -12,19 +12,7 @@
 # docs/models.md has the numbers.
 #
 # Usage: maxtext_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
-set -euo pipefail
-meshsplit=$1
-model=$2
-work=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-
-if [[ ! -f "$model" ]]; then
-  echo "skipped: $model is absent"
-  exit 77
-fi
-rm -rf "$work"
-mkdir -p "$work"
+source "$(dirname "$0")/model_args.sh"
 
 status=0
 for mesh in dp8 dp8_mp4; do

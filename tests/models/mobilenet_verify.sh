@@ -7,19 +7,7 @@
 # when the shared models are not there. docs/models.md explains each step.
 #
 # Usage: mobilenet_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
-set -euo pipefail
-meshsplit=$1
-model=$2
-work=$3
-here=$(cd "$(dirname "$0")" && pwd)
-repo=$(cd "$here/../.." && pwd)
-
-if [[ ! -f "$model" ]]; then
-  echo "skipped: $model is absent"
-  exit 77
-fi
-rm -rf "$work"
-mkdir -p "$work"
+source "$(dirname "$0")/model_args.sh"
 "$meshsplit" shrink-batch "$model" --param p5.6 --factor 48 > "$work/mobilenet_b2.hlo"
 # f32 does not verify: rounding-level differences flip ReLU6's backward
 # masks (compare x >= 0, x <= 6) for the few activations that lie within
