@@ -192,6 +192,7 @@ bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int6
 Status HandleTopK(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.
 Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
+Status HandleInfeed(SpmdContext& ctx, const Instruction& instr);
 // handlers/collectives.cc: collectives written in the input; rejects those
 // that mix manual subgroups.
 Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr);

@@ -242,8 +242,10 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
     case Opcode::kDomain:
-    case Opcode::kInfeed: case Opcode::kRngGetAndUpdateState:
+    case Opcode::kRngGetAndUpdateState:
       return ctx.Fallback(instr);
+    case Opcode::kInfeed:
+      return HandleInfeed(ctx, instr);  // handlers/feeds.cc
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return HandleInputCollective(ctx, instr);  // handlers/collectives.cc

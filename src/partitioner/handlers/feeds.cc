@@ -1,11 +1,19 @@
-// Outfeed: every partition outfeeds its own piece of the data, laid out by
-// the outfeed's sharding (which covers the data leaves, optionally followed
-// by the token). Shardings the partitioned program reads as replicated
-// (replicated, maximal) keep the whole-value fallback.
+// Infeed and outfeed: every partition infeeds / outfeeds its own piece of
+// the data (padded to the tile shape), laid out by the op's sharding (which
+// covers the data leaves, optionally followed by the token). Shardings the
+// partitioned program reads as replicated (replicated, maximal) and manual
+// ones keep the whole-value fallback.
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
 namespace {
+
+int64_t CountLeaves(const Shape& shape) {
+  if (!shape.IsTuple()) return 1;
+  int64_t n = 0;
+  for (const Shape& e : shape.tuple_shapes()) n += CountLeaves(e);
+  return n;
+}
 
 // The sharding of an outfeed's data operand of `data` shape, read from the
 // instruction's own sharding; nullopt when it cannot be read leaf by leaf
@@ -56,6 +64,36 @@ Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr) {
   for (auto& kv : out->mutable_attrs().extra)
     if (kv.first == "outfeed_shape") kv.second = data.hlo->shape().ToString();
   ctx.Set(instr, {out, instr.shape(), Sharding::Replicate()});
+  return Status::Ok();
+}
+
+// Infeed: XLA infeeds each partition's shard (its unpadded shape, one
+// conditional branch per distinct shape); here each partition infeeds its
+// padded tile, the runtime's convention for partitioned infeeds.
+Status HandleInfeed(SpmdContext& ctx, const Instruction& instr) {
+  const Shape& shape = instr.shape();
+  if (!instr.has_sharding() || !shape.IsTuple() || shape.tuple_size() != 2 ||
+      instr.operand_count() != 1)
+    return ctx.Fallback(instr);
+  const Sharding& given = *instr.sharding();
+  if (given.IsMaximal() || given.IsManual()) return ctx.Fallback(instr);
+  const Shape& data_shape = shape.tuple_shapes(0);
+  const int64_t leaves = CountLeaves(data_shape);
+  if (given.IsTuple()) {
+    if (static_cast<int64_t>(given.tuple_elements().size()) < leaves) return ctx.Fallback(instr);
+    for (int64_t i = 0; i < leaves; ++i) {
+      const Sharding& e = given.tuple_elements()[i];
+      if (e.IsMaximal() || e.IsManual() || e.HasManualSubgroup() || e.IsTuple())
+        return ctx.Fallback(instr);
+    }
+  }
+  const Sharding data = ElementSharding(ctx.ShardingOf(instr), shape, 0);
+  if (IsTriviallyReplicated(data) || HasUnreduced(data)) return ctx.Fallback(instr);
+  SpmdBuilder::ScopedCause rule(ctx.b, instr, "infeed of each partition's piece");
+  Instruction* token = ctx.Get(instr.operand(0)).hlo;
+  const Shape local = Shape::Tuple({LocalShape(data_shape, data), shape.tuple_shapes(1)});
+  Instruction* r = ctx.Clone(instr, local, {token});
+  ctx.Set(instr, {r, shape, Sharding::Tuple({data, Sharding::Replicate()})});
   return Status::Ok();
 }
 
