@@ -393,6 +393,7 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
   const double p_drop = dense || manual ? 0.0 : rng.Coin(0.4) ? 0.3 : 0.0;
   const double p_add = manual ? 0.0 : dense ? 1.0 : rng.Coin(0.3) ? 0.1 : 0.0;
   std::vector<ShardingMutation> out;
+  std::vector<const Instruction*> rewritten;
   auto change = [&](Instruction* i) {
     std::optional<Sharding> s = RandomSharding(i->shape(), num_partitions, rng);
     if (!s) return false;
@@ -400,6 +401,7 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
     if (m.before == m.after) return false;
     i->set_sharding(*s);
     out.push_back(std::move(m));
+    rewritten.push_back(i);
     return true;
   };
   for (Instruction* i : candidates) {
@@ -420,18 +422,20 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
   // At least one change: try the candidates from a random start.
   if (out.empty() && !candidates.empty()) {
     size_t start = rng.Uniform(0, candidates.size() - 1);
-    for (size_t k = 0; k < candidates.size() && out.empty(); ++k)
-      change(candidates[(start + k) % candidates.size()]);
+    for (size_t k = 0; k < candidates.size() && out.empty(); ++k) {
+      Instruction* i = candidates[(start + k) % candidates.size()];
+      if (!manual || i->has_sharding()) change(i);
+    }
   }
   if (new_count) {
-    // Annotations outside the candidates (loop bodies' parameters and
-    // roots, reducers) would name devices of the old count: they get new
-    // ones too.
+    // Annotations not rewritten above (loop bodies' parameters and roots,
+    // reducers, values with tokens) would name devices of the old count:
+    // they get new ones, or none.
     for (const auto& c : module.computations())
       for (const auto& owned : c->instructions()) {
         Instruction* i = owned.get();
         if (!i->has_sharding() ||
-            std::find(candidates.begin(), candidates.end(), i) != candidates.end())
+            std::find(rewritten.begin(), rewritten.end(), i) != rewritten.end())
           continue;
         if (!change(i)) {
           out.push_back({i->name(), ShardingText(*i), ""});
