@@ -24,6 +24,7 @@ struct FuzzFlags {
   bool json = false;
   bool verbose = false;
   bool keep_passing = false;
+  bool keep_fallbacks = false;
   std::string filter;
   std::string out_dir = "fuzz-shardings-out";
   double timeout_seconds = 20;
@@ -45,6 +46,8 @@ nlohmann::json VariantJson(const FuzzVariantResult& r) {
   v["detail"] = r.result.detail;
   v["reduced_shapes"] = r.result.reduced_shapes;
   if (r.result.outcome == CaseOutcome::kFailed) v["file"] = r.file;
+  v["reshard_fallback_gather_all"] = r.gather_all;
+  v["reshard_fallback_gather_some"] = r.gather_some;
   v["seconds"] = r.result.seconds;
   nlohmann::json muts = nlohmann::json::array();
   for (const ShardingMutation& m : r.mutations)
@@ -61,6 +64,7 @@ int RunFuzz(const FuzzFlags& flags) {
   options.filter = flags.filter;
   options.out_dir = flags.out_dir;
   options.keep_passing = flags.keep_passing;
+  options.keep_fallbacks = flags.keep_fallbacks;
   options.max_case_bytes = static_cast<int64_t>(flags.max_case_mib * (1 << 20));
   options.run.seed = flags.seed;
   options.run.timeout_seconds = flags.timeout_seconds;
@@ -75,6 +79,11 @@ int RunFuzz(const FuzzFlags& flags) {
                   IsTimeout(res) ? "TIMEOUT" : "FAIL", r.case_name.c_str(),
                   static_cast<long long>(r.variant), static_cast<unsigned long long>(flags.seed),
                   res.detail.c_str(), r.file.c_str());
+    } else if (r.gather_all > 0 && flags.keep_fallbacks) {
+      std::printf("GATHER-ALL %s variant %lld: %lld reshard(s) gathered every tiled dim\n"
+                  "  module: %s\n",
+                  r.case_name.c_str(), static_cast<long long>(r.variant),
+                  static_cast<long long>(r.gather_all), r.file.c_str());
     } else if (flags.verbose) {
       std::printf("%s %s variant %lld (%.2f s)%s%s\n",
                   res.outcome == CaseOutcome::kPassed ? "PASS" : "SKIP", r.case_name.c_str(),
@@ -105,6 +114,13 @@ int RunFuzz(const FuzzFlags& flags) {
     std::printf("%s\n", doc.dump(2).c_str());
     return summary->failed == 0 ? 0 : 1;
   }
+  int64_t with_gather_all = 0, with_gather_some = 0;
+  for (const FuzzVariantResult& r : summary->variants) {
+    with_gather_all += r.gather_all > 0;
+    with_gather_some += r.gather_some > 0;
+  }
+  std::printf("variants whose reshards fell back to gathering: %lld all tiled dims, %lld some\n",
+              static_cast<long long>(with_gather_all), static_cast<long long>(with_gather_some));
   // Skipped cases and variants by reason (the text before the first ':').
   std::map<std::string, int64_t> case_reasons, variant_reasons;
   for (const auto& [name, why] : summary->skipped_cases_detail)
@@ -143,6 +159,9 @@ const bool registered = RegisterCommand(
       app->add_option("--out", f->out_dir,
                       "directory for the mutated modules (default fuzz-shardings-out)");
       app->add_flag("--keep-passing", f->keep_passing, "keep the modules of passing variants");
+      app->add_flag("--keep-fallbacks", f->keep_fallbacks,
+                    "keep and list variants where a reshard gathered every tiled dim "
+                    "(MESHSPLIT_DEBUG=reshard meshsplit partition FILE shows which)");
       app->add_option("--timeout", f->timeout_seconds, "CPU seconds per variant (default 20)");
       app->add_option("--max-memory", f->max_memory_gib,
                       "GiB: variants estimated larger run at reduced shapes (default 1)");

@@ -12,6 +12,8 @@
 
 #include "ir/computation.h"
 #include "ir/instruction.h"
+#include "partitioner/reshard.h"
+#include "spmd/verify.h"
 #include "text/parser.h"
 #include "text/printer.h"
 #include "transforms/shrink_shapes.h"
@@ -337,7 +339,24 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
   if (!shrunk.empty())
     out.result.detail = "shrunk first (" + shrunk + ")" +
                         (out.result.detail.empty() ? "" : "; " + out.result.detail);
-  if (out.result.outcome != CaseOutcome::kFailed && !options.keep_passing) {
+  if (out.result.outcome != CaseOutcome::kFailed) {
+    // Partitioned fine in the child: partition again here (no crash to
+    // fear) to count the reshards that fell back to gathering.
+    StatusOr<std::unique_ptr<Module>> again = ParseModuleText(file.str());
+    if (again.ok()) {
+      spmd::ResetReshardStats();
+      StatusOr<std::unique_ptr<Module>> p =
+          PropagateAndPartition(**again, n, v.propagate, /*strict=*/false);
+      if (p.ok()) {
+        spmd::ReshardStats stats = spmd::GetReshardStats();
+        out.gather_all = stats.count(spmd::ReshardPath::kFallbackGatherAll);
+        out.gather_some = stats.count(spmd::ReshardPath::kFallbackGatherSome);
+      }
+    }
+  }
+  const bool keep = out.result.outcome == CaseOutcome::kFailed ||
+                    (options.keep_fallbacks && out.gather_all > 0);
+  if (!keep && !options.keep_passing) {
     std::error_code ec;
     fs::remove(v.path, ec);
   }

@@ -60,6 +60,8 @@ struct ShardingFuzzOptions {
   // keep_passing.
   std::string out_dir = "fuzz-shardings-out";
   bool keep_passing = false;
+  // Also keep variants whose partitioning fell back to gathering all.
+  bool keep_fallbacks = false;
   // Cases whose original needs more than this to run on one device times
   // (devices + 1) (the cost of a fully replicated variant) are shrunk
   // first (transforms/shrink_shapes.h), or skipped when that is not enough.
@@ -76,6 +78,11 @@ struct FuzzVariantResult {
   std::string file;  // the mutated module (kept when it failed)
   std::vector<ShardingMutation> mutations;
   PartitioningCaseResult result;
+  // Reshards of the variant's partitioning that gathered every tiled dim
+  // and then sliced (partitioner/reshard.h kFallbackGatherAll), or the
+  // differing dims (kFallbackGatherSome): more data moved than the layouts
+  // need. Counted when the variant partitioned.
+  int64_t gather_all = 0, gather_some = 0;
 };
 
 struct ShardingFuzzSummary {
