@@ -4,6 +4,7 @@
 #include "cli/verify_diagnostics.h"
 
 #include <cctype>
+#include <charconv>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -62,7 +63,11 @@ std::vector<Expectation> ParseExpectations(const SourceFile& file,
             bad("expected a line offset after '@'");
             continue;
           }
-          int n = std::stoi(line.substr(start, pos - start));
+          int n = 0;
+          if (std::from_chars(line.data() + start, line.data() + pos, n).ec != std::errc()) {
+            bad("line offset " + line.substr(start, pos - start) + " is too large");
+            continue;
+          }
           e.line = sign == 0 ? n : line_no + sign * n;
           if (pos < line.size() && line[pos] == ':') {
             size_t cstart = ++pos;
@@ -73,7 +78,11 @@ std::vector<Expectation> ParseExpectations(const SourceFile& file,
               bad("expected a column after ':'");
               continue;
             }
-            e.column = std::stoi(line.substr(cstart, pos - cstart));
+            if (std::from_chars(line.data() + cstart, line.data() + pos, e.column).ec !=
+                std::errc()) {
+              bad("column " + line.substr(cstart, pos - cstart) + " is too large");
+              continue;
+            }
           }
         }
       }

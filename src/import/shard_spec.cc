@@ -3,6 +3,7 @@
 #include "import/shard_spec.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <iostream>
 #include <regex>
@@ -127,8 +128,16 @@ std::vector<std::pair<int64_t, int64_t>> TopLevelAliases(const Module& module) {
     if (key != "input_output_alias") continue;
     static const std::regex kEntry(R"(\{\s*(\d+)\s*\}\s*:\s*\(\s*(\d+)\s*,\s*\{\s*\})");
     for (auto it = std::sregex_iterator(value.begin(), value.end(), kEntry);
-         it != std::sregex_iterator(); ++it)
-      out.emplace_back(std::stoll((*it)[1]), std::stoll((*it)[2]));
+         it != std::sregex_iterator(); ++it) {
+      // A number too large for int64 names no output or parameter: skip it
+      // (std::stoll would throw on the header text).
+      int64_t output = 0, parameter = 0;
+      const std::string o = (*it)[1], p = (*it)[2];
+      if (std::from_chars(o.data(), o.data() + o.size(), output).ec != std::errc() ||
+          std::from_chars(p.data(), p.data() + p.size(), parameter).ec != std::errc())
+        continue;
+      out.emplace_back(output, parameter);
+    }
   }
   return out;
 }

@@ -136,5 +136,23 @@ ENTRY %main (w: f32[8,4], x: f32[2,4]) -> (f32[8,4], f32[2,4]) {
   EXPECT_EQ(e->root()->operand(0)->sharding()->ToString(false), w);
 }
 
+TEST(ShardSpec, AliasNumbersTooLargeForInt64AreSkipped) {
+  // No output or parameter can have such a number; before, std::stoll threw.
+  auto m = ParseModuleText(R"(HloModule m, input_output_alias={ {0}: (99999999999999999999, {}, may-alias), {99999999999999999999}: (0, {}, may-alias) }, num_partitions=2
+ENTRY %main (w: f32[8,4]) -> (f32[8,4]) {
+  %w = f32[8,4] parameter(0), sharding={replicated}
+  %out = f32[8,4] add(%w, %w), sharding={replicated}
+  ROOT %t = (f32[8,4]) tuple(%out), sharding={{replicated}}
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto spec = ParseShardSpec(R"({"mesh": {"data": 2}, "rules": [{"match": "w", "dims": ["data", null]}]})",
+                             "s.json");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  auto report = ApplyShardSpec(**m, *spec);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ((*m)->entry()->parameter(0)->sharding()->ToString(false), "{devices=[2,1]<=[2]}");
+}
+
 }  // namespace
 }  // namespace meshsplit
