@@ -330,7 +330,13 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       for (const Instruction* op : instr->operands()) {
         const int64_t n = LeafCount(op->shape());
         if (Has(op)) {
-          Sharding os = NormalizeToShape(Get(op), op->shape());
+          // An outfeed's sharding covers its operands and then its token;
+          // the value it produces is the token, the last element (XLA's
+          // GetOutputSharding).
+          Sharding os = op->opcode() == Opcode::kOutfeed && Get(op).IsTuple() &&
+                                !Get(op).tuple_elements().empty()
+                            ? Get(op).tuple_elements().back()
+                            : NormalizeToShape(Get(op), op->shape());
           for (int64_t j = 0; j < n && idx + j < subs.size(); ++j) {
             const Sharding& leaf = os.IsTuple()
                                         ? (j < (int64_t)os.tuple_elements().size()
