@@ -296,8 +296,12 @@ namespace {
 
 // Manual/auto conversion op right after a partially specified annotation, if
 // it has the same unspecified dims.
+// XLA compares the conversion op's dims as written on the backward path (its
+// sort there runs before the parse) and sorted on the forward path; `sorted`
+// picks which.
 Instruction* ConversionAfter(Propagator& p, Instruction* annotate,
-                             const std::vector<int64_t>& unspec, bool* ok) {
+                             const std::vector<int64_t>& unspec, bool* ok,
+                             bool sorted = true) {
   *ok = true;
   if (annotate->users().size() != 1) return nullptr;
   Instruction* user = annotate->users()[0];
@@ -322,7 +326,7 @@ Instruction* ConversionAfter(Propagator& p, Instruction* annotate,
       }
     }
   }
-  std::sort(dims.begin(), dims.end());
+  if (sorted) std::sort(dims.begin(), dims.end());
   if (dims != unspec) *ok = false;
   return user;
 }
@@ -411,7 +415,8 @@ bool Propagator::InferUnspecifiedDimsFromUsers(Instruction* annotate, int aggr,
   *conversion_after = nullptr;
   const auto& unspec = unspecified_dims_[annotate];
   bool ok;
-  Instruction* conv = ConversionAfter(*this, annotate, unspec, &ok);
+  Instruction* conv =
+      ConversionAfter(*this, annotate, unspec, &ok, /*sorted=*/false);
   if (!ok) return false;
   *conversion_after = conv;
   Instruction* op_for_users = conv == nullptr ? annotate : conv;
