@@ -3,13 +3,14 @@
 // is resharded to the result's tiling of the batch dims with the transformed
 // dims whole, each partition transforms its own lines, and the result is
 // resharded to its sharding. A one-dimensional complex FFT / IFFT whose
-// result tiles the transformed dim k ways (N = k * M, M a multiple of k)
-// stays distributed instead, as XLA keeps it: a two-stage (Cooley-Tukey)
+// result tiles the transformed dim k ways (N = k * M) stays distributed
+// instead, as XLA keeps it: a two-stage (Cooley-Tukey)
 // transform with three all-to-alls and no gather (DistributedFft below).
 #include <cmath>
 #include <string>
 
 #include "partitioner/context.h"
+#include "partitioner/halo.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -79,7 +80,8 @@ Sharding SplitLastDim(const Sharding& out, bool first) {
 // local length-k transform over n1 and the twiddle W_N^(n2*j1), an
 // all-to-all back tiles j1, a local length-M transform over n2; the result
 // [j1, j2] is transposed to [j2, j1] and an all-to-all tiles j2, which is
-// the contiguous tiling of j. IFFT's 1/N is the product of the two local
+// the contiguous tiling of j (when M is not a multiple of k, a halo
+// exchange then shifts the longer runs into the result's tiles). IFFT's 1/N is the product of the two local
 // transforms' 1/k and 1/M.
 Status DistributedFft(SpmdContext& ctx, const Instruction& instr, const Sharding& out) {
   SpmdBuilder& b = ctx.b;
@@ -107,7 +109,7 @@ Status DistributedFft(SpmdContext& ctx, const Instruction& instr, const Sharding
 
   // Stage 1: length-k transforms over n1, then the twiddles.
   x = SwapLastTwo(b, LocalFft(b, instr, SwapLastTwo(b, x), k));
-  const std::vector<int64_t> tw_dims = {k, m / k};
+  const std::vector<int64_t> tw_dims = {k, x->shape().dimensions(r)};  // local n2 tile
   Instruction* j1 = b.Iota(PrimitiveType::S32, tw_dims, 0);
   Instruction* n2 = b.Binary(Opcode::kAdd, b.Iota(PrimitiveType::S32, tw_dims, 1),
                              b.BroadcastScalar(TileOffset(b, tile_n2, split_dims, r), tw_dims));
@@ -131,11 +133,20 @@ Status DistributedFft(SpmdContext& ctx, const Instruction& instr, const Sharding
   std::vector<int64_t> swapped_dims = split_dims;
   std::swap(swapped_dims[r - 1], swapped_dims[r]);
   x = SwapLastTwo(b, x);
-  x = Reshard(b, {x, Shape(ct, swapped_dims), tile_n2}, tile_n1).hlo;  // [b..., M/k, k]
+  x = Reshard(b, {x, Shape(ct, swapped_dims), tile_n2}, tile_n1).hlo;  // [b..., ceil(M/k), k]
+  // Local rows of j2 and all j1: a contiguous run of j, ceil(M/k) * k long.
+  const int64_t run = x->shape().dimensions(r - 1) * k;
   std::vector<int64_t> result = x->shape().dimensions();
   result.pop_back();
-  result.back() = m;
+  result.back() = run;
   x = b.Reshape(x, result);
+  if (run != m) {
+    // M not a multiple of k: the runs are longer than the result's tiles;
+    // shift each partition's tile into place by halo exchange.
+    std::vector<int64_t> runs = shape.dimensions();
+    runs.back() = k * run;
+    x = ExchangeHaloWindow(b, {x, Shape(ct, runs), out}, r - 1, {0, m, m}, b.Zero(ct));
+  }
   // The value takes the instruction's name (verify matches values by name).
   if (ctx.shared().named.insert(&instr).second) x->set_name(instr.name());
   ctx.Set(instr, Reshard(b, {x, shape, out}, ctx.ShardingOf(instr)));
@@ -163,7 +174,7 @@ Status HandleFft(SpmdContext& ctx, const Instruction& instr) {
       (shape.element_type() == PrimitiveType::C64 || shape.element_type() == PrimitiveType::C128) &&
       instr.operand(0)->shape().dimensions() == shape.dimensions() && out.TileDim(last) > 1) {
     const int64_t k = out.TileDim(last);
-    if (shape.dimensions(last) % (k * k) == 0) return DistributedFft(ctx, instr, out);
+    if (shape.dimensions(last) % k == 0) return DistributedFft(ctx, instr, out);
   }
   std::vector<int64_t> fft_dims;
   for (int64_t d = shape.rank() - nfft; d < shape.rank(); ++d) fft_dims.push_back(d);
