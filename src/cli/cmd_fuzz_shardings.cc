@@ -49,6 +49,7 @@ nlohmann::json VariantJson(const FuzzVariantResult& r) {
   if (r.result.outcome == CaseOutcome::kFailed) v["file"] = r.file;
   v["reshard_fallback_gather_all"] = r.gather_all;
   v["reshard_fallback_gather_some"] = r.gather_some;
+  if (!r.strict_error.empty()) v["strict_error"] = r.strict_error;
   v["seconds"] = r.result.seconds;
   nlohmann::json muts = nlohmann::json::array();
   for (const ShardingMutation& m : r.mutations)
@@ -122,6 +123,14 @@ int RunFuzz(const FuzzFlags& flags) {
   }
   std::printf("variants whose reshards fell back to gathering: %lld all tiled dims, %lld some\n",
               static_cast<long long>(with_gather_all), static_cast<long long>(with_gather_some));
+  // Ops run on whole values for want of a rule (errors under --strict),
+  // by the start of the message.
+  std::map<std::string, int64_t> strict;
+  for (const FuzzVariantResult& r : summary->variants)
+    if (!r.strict_error.empty()) strict[r.strict_error.substr(0, 160)]++;
+  for (const auto& [why, n] : strict)
+    std::printf("variants with a replicated fallback (strict error) x%lld: %s\n",
+                static_cast<long long>(n), why.c_str());
   // Skipped cases and variants by reason (the text before the first ':').
   std::map<std::string, int64_t> case_reasons, variant_reasons;
   for (const auto& [name, why] : summary->skipped_cases_detail)

@@ -353,6 +353,14 @@ FuzzVariantResult RunVariant(const PartitioningCase& c, const std::string& text,
         out.gather_some = stats.count(spmd::ReshardPath::kFallbackGatherSome);
       }
     }
+    // Under --strict an op without a partitioning rule for its shardings
+    // (run on whole values with a warning otherwise) is an error: say which.
+    StatusOr<std::unique_ptr<Module>> strict_copy = ParseModuleText(file.str());
+    if (strict_copy.ok()) {
+      StatusOr<std::unique_ptr<Module>> p =
+          PropagateAndPartition(**strict_copy, n, v.propagate, /*strict=*/true);
+      if (!p.ok()) out.strict_error = p.status().message();
+    }
   }
   const bool keep = out.result.outcome == CaseOutcome::kFailed ||
                     (options.keep_fallbacks && out.gather_all > 0);
@@ -403,14 +411,17 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
   // touch one value and others most of them.
   // A quarter of the variants are dense: every candidate gets a random
   // sharding, so every edge of the graph may need a reshard.
+  // Another fifth are sparse: parameters and root only, every interior
+  // annotation dropped, so propagation decides the rest.
   const bool dense = rng.Coin(0.25);
-  const double p_boundary = dense ? 1.0 : rng.Coin(0.5) ? 0.8 : 0.35;
-  const double p_interior = dense ? 1.0 : rng.Coin(0.5) ? 0.5 : 0.15;
+  const bool sparse = !dense && rng.Coin(0.2);
+  const double p_boundary = dense || sparse ? 1.0 : rng.Coin(0.5) ? 0.8 : 0.35;
+  const double p_interior = dense ? 1.0 : sparse ? 0.0 : rng.Coin(0.5) ? 0.5 : 0.15;
   // With manual regions, unannotated values may be manual ones: nothing is
   // added or dropped there.
   const bool manual = HasManualParts(module);
-  const double p_drop = dense || manual ? 0.0 : rng.Coin(0.4) ? 0.3 : 0.0;
-  const double p_add = manual ? 0.0 : dense ? 1.0 : rng.Coin(0.3) ? 0.1 : 0.0;
+  const double p_drop = dense || manual ? 0.0 : sparse ? 1.0 : rng.Coin(0.4) ? 0.3 : 0.0;
+  const double p_add = manual || sparse ? 0.0 : dense ? 1.0 : rng.Coin(0.3) ? 0.1 : 0.0;
   std::vector<ShardingMutation> out;
   std::vector<const Instruction*> rewritten;
   auto change = [&](Instruction* i) {

@@ -83,6 +83,9 @@ struct FuzzVariantResult {
   // differing dims (kFallbackGatherSome): more data moved than the layouts
   // need. Counted when the variant partitioned.
   int64_t gather_all = 0, gather_some = 0;
+  // The error of partitioning the variant with strict = true (an op with no
+  // rule for its shardings, replicated with a warning otherwise); "" if none.
+  std::string strict_error;
 };
 
 struct ShardingFuzzSummary {
