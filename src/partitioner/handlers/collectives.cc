@@ -63,8 +63,44 @@ Status CheckManualSubgroups(const Instruction& instr) {
 
 }  // namespace
 
+// XLA's partitioner accepts a cross-partition all-reduce (one with a
+// channel id) only where its meaning per partition is clear: replicated
+// (every partition holds the whole value) or in a (partially) manual
+// region, there with one operand and, when partially manual, global device
+// ids. A tiled one would reduce tiles of different data together.
+Status CheckCrossPartitionAllReduce(const Instruction& instr) {
+  if (instr.opcode() != Opcode::kAllReduce || !instr.attrs().channel_id.has_value() ||
+      !instr.has_sharding())
+    return Status::Ok();
+  const Sharding& s = *instr.sharding();
+  if (s.IsTuple()) return Status::Ok();
+  const bool manual = s.IsManual(), partial = s.IsTiled() && s.HasManualSubgroup();
+  if ((manual || partial) && instr.operand_count() != 1)
+    return Status::Error("all-reduce %" + instr.name() +
+                             ": only single-operand cross-partition all-reduces are supported in "
+                             "manual partitioning mode",
+                         instr.loc());
+  if (partial && !instr.attrs().use_global_device_ids)
+    return Status::Error("all-reduce %" + instr.name() +
+                             ": a cross-partition all-reduce in partially manual mode must use "
+                             "global device ids",
+                         instr.loc());
+  if (!manual && !partial && !IsTriviallyReplicated(NormalizeForPartitioning(s))) {
+    bool tiles_data = false;
+    if (s.IsTiled())
+      for (int64_t d = 0; d < s.TiledDataRank(); ++d) tiles_data |= s.TileDim(d) > 1;
+    if (tiles_data)
+      return Status::Error("all-reduce %" + instr.name() + ": a cross-partition all-reduce must be "
+                               "replicated or in a (partially) manual region, not " +
+                               s.ToString(false),
+                           instr.loc());
+  }
+  return Status::Ok();
+}
+
 Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr) {
   MS_RETURN_IF_ERROR(CheckManualSubgroups(instr));
+  MS_RETURN_IF_ERROR(CheckCrossPartitionAllReduce(instr));
   return ctx.Fallback(instr);
 }
 
