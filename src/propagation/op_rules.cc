@@ -52,6 +52,17 @@ OpShardingRule NoRule(const char* why) {
   return r;
 }
 
+// Ops XLA's propagation does not partition spatially (fft, the linear-algebra
+// ops, ragged-dot, batch-norm): an array result takes a replicated operand's
+// sharding, and nothing else passes through them in either direction.
+OpShardingRule NotPartitioned(const char* name) {
+  OpShardingRule r;
+  r.kind = RuleKind::kNotPartitioned;
+  r.partitionable = Partitionable::kNo;
+  r.name = name;
+  return r;
+}
+
 OpShardingRule Leaf(Partitionable p, const char* name) {
   OpShardingRule r;
   r.kind = RuleKind::kLeaf;
@@ -454,13 +465,16 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
     case Opcode::kConvolution:
       return Convolution(instr);
     case Opcode::kRaggedDot:
+      return NotPartitioned("ragged-dot (not spatially partitioned)");
     case Opcode::kFft:
+      return NotPartitioned("fft (not spatially partitioned)");
     case Opcode::kCholesky:
     case Opcode::kTriangularSolve:
+      return NotPartitioned("linear algebra (not spatially partitioned)");
     case Opcode::kBatchNormTraining:
     case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
-      return NoRule("linear-algebra op without a rule");
+      return NotPartitioned("batch-norm (not spatially partitioned)");
 
     case Opcode::kTuple: {
       OpShardingRule r;

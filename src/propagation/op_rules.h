@@ -57,6 +57,8 @@ enum class RuleKind {
   kControlFlow,     // while / conditional / call: through the bodies
   kCustomCall,      // by target (Sharding, SPMD*, barriers, pass-through)
   kLeaf,            // no operands to propagate from
+  kNotPartitioned,  // not spatially partitioned (XLA): only a replicated
+                    // operand sharding passes forward, nothing flows back
   kNoRule,          // no meaningful rule: replicated, with a warning
 };
 

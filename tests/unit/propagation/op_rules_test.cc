@@ -142,7 +142,9 @@ ENTRY e {
   EXPECT_EQ(GetOpShardingRule(I("n")).kind, RuleKind::kElementwise);
   EXPECT_EQ(GetOpShardingRule(I("pd")).kind, RuleKind::kSameAsOperand0);
   EXPECT_EQ(GetOpShardingRule(I("g")).kind, RuleKind::kGather);
-  EXPECT_EQ(GetOpShardingRule(I("fft")).kind, RuleKind::kNoRule);
+  // XLA does not partition fft spatially: an explicit rule, not a missing one.
+  EXPECT_EQ(GetOpShardingRule(I("fft")).kind, RuleKind::kNotPartitioned);
+  EXPECT_EQ(GetOpShardingRule(I("fft")).partitionable, Partitionable::kNo);
   EXPECT_EQ(GetOpShardingRule(I("t")).kind, RuleKind::kTuple);
 }
 
