@@ -174,8 +174,22 @@ bool HasManual(const Sharding& s) {
       if (HasManual(e)) return true;
     return false;
   }
-  return s.IsManual() || s.HasManualSubgroup() || s.IsUnreduced() ||
-         s.SubgroupSize(SubgroupType::kUnreduced) > 1;
+  return s.IsManual() || s.HasManualSubgroup();
+}
+
+// A partial-sum sharding for an array of `dims` on n devices: {unreduced}
+// (every device holds a summand of the whole value), or a tiling of a
+// divisor d of n with the other n / d devices of each tile holding
+// summands (last_tile_dims={unreduced}).
+Sharding RandomUnreducedSharding(const std::vector<int64_t>& dims, int64_t n, Rng& rng) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> divs = Divisors(n);
+  if (n == 1 || rank == 0 || divs.size() <= 2 || rng.Coin(0.4)) return Sharding::Unreduced();
+  const int64_t tiled = divs[rng.Uniform(1, divs.size() - 2)];
+  std::vector<int64_t> array(rank, 1);
+  for (int64_t p : PrimeFactors(tiled)) array[rng.Uniform(0, rank - 1)] *= p;
+  array.push_back(n / tiled);
+  return Sharding::Subgroup(RandomDevices(array, n, rng), {SubgroupType::kUnreduced});
 }
 
 bool HasShardGroup(const Sharding& s) {
@@ -425,7 +439,13 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
   std::vector<ShardingMutation> out;
   std::vector<const Instruction*> rewritten;
   auto change = [&](Instruction* i) {
-    std::optional<Sharding> s = RandomSharding(i->shape(), num_partitions, rng);
+    // Partial sums are what a contraction yields before its reduction:
+    // dots and convolutions sometimes keep them.
+    const bool contraction = i->opcode() == Opcode::kDot || i->opcode() == Opcode::kConvolution;
+    std::optional<Sharding> s =
+        contraction && i->shape().IsArray() && rng.Coin(0.15)
+            ? RandomUnreducedSharding(i->shape().dimensions(), num_partitions, rng)
+            : RandomSharding(i->shape(), num_partitions, rng);
     if (!s) return false;
     ShardingMutation m{i->name(), ShardingText(*i), s->ToString(false)};
     if (m.before == m.after) return false;
