@@ -7,7 +7,16 @@ namespace meshsplit::spmd {
 
 Status HandleElementwise(SpmdContext& ctx, const Instruction& instr) {
   Sharding target = ctx.ShardingOf(instr);
-  if (target.IsTuple()) return ctx.Fallback(instr, "tuple-shaped elementwise op");
+  if (target.IsTuple()) {
+    // A copy of a tuple (sharding propagation adds one at an entry root)
+    // copies every leaf where it lies, with no need to make it whole.
+    if (instr.opcode() != Opcode::kCopy || instr.operand_count() != 1)
+      return ctx.Fallback(instr, "tuple-shaped elementwise op");
+    PartitionedValue v = ctx.OperandAs(instr, 0, target);
+    Instruction* out = ctx.Clone(instr, LocalShape(instr.shape(), target), {v.hlo});
+    ctx.Set(instr, {out, instr.shape(), target});
+    return Status::Ok();
+  }
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i) {
     const Shape& s = instr.operand(i)->shape();
