@@ -113,7 +113,14 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
     ctx.Set(instr, {d, instr.shape(), out});
     return Status::Ok();
   }
-  if (!out.IsTiled() && !out.IsReplicated()) return ctx.Fallback(instr, "result sharding");
+  // A result of partial sums on every device ({unreduced}) is planned as a
+  // replicated one; the local partial result is then resharded to it, which
+  // costs nothing when the contracting dims were split over every device
+  // (rather than running the whole dot and zeroing all but one copy).
+  const bool all_unreduced = out.kind() == Sharding::Kind::kUnreduced;
+  const Sharding plan_out = all_unreduced ? Sharding::Replicate() : out;
+  if (!plan_out.IsTiled() && !plan_out.IsReplicated())
+    return ctx.Fallback(instr, "result sharding");
   const ContractionSpace space =
       MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_iter);
   const Sharding lhs_s = NormalizeForPartitioning(lhs.sharding);
@@ -122,15 +129,15 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   // when the shardings share no iota mesh, the best whole sharding of the
   // result or of one operand.
   std::optional<Sharding> planned;
-  if (UsableForIteration(lhs_s) && UsableForIteration(rhs_s) && UsableForIteration(out))
-    planned = PlanByMeshAxes(space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, out,
-                             ctx.num_partitions);
+  if (UsableForIteration(lhs_s) && UsableForIteration(rhs_s) && UsableForIteration(plan_out))
+    planned = PlanByMeshAxes(space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s,
+                             plan_out, ctx.num_partitions);
   Sharding it;
   if (planned) {
     it = *planned;
   } else {
     std::optional<Sharding> chosen = ChooseWholeShardingCandidate(
-        space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, out);
+        space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, plan_out);
     if (!chosen) return ctx.Fallback(instr, "no usable iteration-space sharding");
     it = *chosen;
   }
@@ -149,7 +156,7 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   };
   PartitionedValue l, r;
   Instruction* d = nullptr;
-  if (ctx.options.windowed_einsum_threshold_bytes >= 0 && !make_local) {
+  if (ctx.options.windowed_einsum_threshold_bytes >= 0 && !make_local && !all_unreduced) {
     // Window the operand whose gather would be the larger.
     const int first =
         LocalShape(rhs_shape, rt).ByteSize() > LocalShape(lhs_shape, lt).ByteSize() ? 1 : 0;
@@ -164,7 +171,8 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
       if (d != nullptr) break;
     }
   }
-  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter && !make_local) {
+  if (d == nullptr && ctx.options.windowed_einsum_reduce_scatter && !make_local &&
+      !all_unreduced) {
     // The reduce-scatter loop, when the partial sums would be scattered.
     if (l.hlo == nullptr) l = prepare(0);
     if (r.hlo == nullptr) r = prepare(1);
