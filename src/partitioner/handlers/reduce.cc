@@ -49,7 +49,7 @@ Status HandleReduce(SpmdContext& ctx, const Instruction& instr) {
   }
   // Variadic reduces combine their partial results by a second reduce
   // (handlers/reduce_variadic.cc).
-  if (n_in > 1 && !tiled_reduced.empty() && !in.sharding.HasManualSubgroup() &&
+  if (n_in > 1 && !tiled_reduced.empty() &&
       !out0.IsManual() && instr.shape().IsTuple())
     return HandleVariadicReducePartial(ctx, instr, in.sharding);
   // Reduced dims whole, kept dims tiled like the result.
