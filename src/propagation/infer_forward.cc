@@ -42,6 +42,18 @@ bool Propagator::HasSideEffect(const Instruction* i) const {
       const std::string* v = i->attrs().FindExtra("custom_call_has_side_effect");
       return v != nullptr && *v == "true";
     }
+    // Collectives as XLA's HloInstruction::HasSideEffect sees them: a
+    // constrained layout always counts; a channel id counts unless the
+    // module is configured for SPMD partitioning, which the modules this
+    // pass reads (like XLA's propagation tests) do not say.
+    case Opcode::kAllGather:
+    case Opcode::kAllToAll:
+    case Opcode::kAllReduce:
+    case Opcode::kReduceScatter:
+      if (i->attrs().constrain_layout) return true;
+      return i->attrs().channel_id.has_value();
+    case Opcode::kCollectivePermute:
+      return i->attrs().channel_id.has_value();
     default:
       return false;
   }
