@@ -32,6 +32,11 @@ bool Propagator::IsPassthroughCustomCall(const Instruction* i) const {
 }
 
 bool Propagator::HasSideEffect(const Instruction* i) const {
+  // Like XLA's, an instruction also has the side effects of the computations
+  // it calls (a call of a computation holding an rng, say).
+  for (const Computation* c : i->called_computations())
+    for (const auto& inner : c->instructions())
+      if (HasSideEffect(inner.get())) return true;
   switch (i->opcode()) {
     case Opcode::kRng:
     case Opcode::kInfeed:
