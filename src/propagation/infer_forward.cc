@@ -34,9 +34,16 @@ bool Propagator::IsPassthroughCustomCall(const Instruction* i) const {
 bool Propagator::HasSideEffect(const Instruction* i) const {
   // Like XLA's, an instruction also has the side effects of the computations
   // it calls (a call of a computation holding an rng, say).
-  for (const Computation* c : i->called_computations())
-    for (const auto& inner : c->instructions())
-      if (HasSideEffect(inner.get())) return true;
+  for (const Computation* c : i->called_computations()) {
+    auto it = computation_side_effect_.find(c);
+    if (it == computation_side_effect_.end()) {
+      bool any = false;
+      for (const auto& inner : c->instructions())
+        if ((any = HasSideEffect(inner.get()))) break;
+      it = computation_side_effect_.emplace(c, any).first;
+    }
+    if (it->second) return true;
+  }
   switch (i->opcode()) {
     case Opcode::kRng:
     case Opcode::kInfeed:

@@ -227,6 +227,9 @@ class Propagator {
   // Instructions whose sharding propagation cannot read; kept verbatim.
   std::unordered_set<const Instruction*> opaque_;
   std::unordered_set<std::string> warned_;
+  // Whether a computation holds a side-effecting instruction (memo of
+  // HasSideEffect's look into called computations; the IR is fixed meanwhile).
+  mutable std::unordered_map<const Computation*, bool> computation_side_effect_;
   bool allow_output_ = false;
   bool allow_params_ = false;
   bool structure_changed_ = false;
