@@ -9,7 +9,9 @@
 // locally; updates tiled along scatter dims need an `add` combiner: they are
 // scattered into zeros, summed across partitions, and added to the operand.
 // Operands tiled along indexed dims with unit windows scatter into their own
-// tile with shifted indices. Everything else runs replicated (Fallback).
+// tile with shifted indices. A variadic scatter scatters all its operands
+// the same way (pass-through and batching dims only). Everything else runs
+// replicated (Fallback).
 #include <algorithm>
 
 #include "partitioner/context.h"
@@ -272,26 +274,40 @@ Status HandleGather(SpmdContext& ctx, const Instruction& instr) {
 }
 
 Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
-  if (!instr.attrs().scatter_dnums || instr.operand_count() != 3 || !instr.shape().IsArray())
-    return ctx.Fallback(instr, "multi-operand scatter");
+  // Operands 0..k-1, the indices, updates k+1..2k. A variadic scatter (k >
+  // 1, tuple result) scatters every operand alike: one layout for all
+  // operands, one for all updates.
+  const int64_t k = (instr.operand_count() - 1) / 2;
+  const bool variadic = k > 1;
+  if (!instr.attrs().scatter_dnums || k < 1 || instr.operand_count() != 2 * k + 1 ||
+      (variadic ? !instr.shape().IsTuple() || instr.shape().tuple_size() != k
+                : !instr.shape().IsArray()))
+    return ctx.Fallback(instr, "malformed scatter");
   const ScatterDimensionNumbers& dn = *instr.attrs().scatter_dnums;
   const Shape& op_shape = instr.operand(0)->shape();
-  const Shape& idx_shape = instr.operand(1)->shape();
-  const Shape& upd_shape = instr.operand(2)->shape();
+  const Shape& idx_shape = instr.operand(k)->shape();
+  const Shape& upd_shape = instr.operand(k + 1)->shape();
+  for (int64_t j = 1; j < k; ++j)
+    if (instr.operand(j)->shape().dimensions() != op_shape.dimensions() ||
+        instr.operand(k + 1 + j)->shape().dimensions() != upd_shape.dimensions())
+      return ctx.Fallback(instr, "variadic scatter with differing shapes");
   const int64_t op_rank = op_shape.rank(), upd_rank = upd_shape.rank();
-  Sharding out = ctx.ShardingOf(instr);
+  const Sharding out_all = ctx.ShardingOf(instr);
+  // The first result's layout steers the choice; all results end up as
+  // `out_all` says.
+  Sharding out = variadic ? out_all.tuple_elements()[0] : out_all;
   if (out.IsManual() || out.HasManualSubgroup()) return ctx.Fallback(instr, "manual sharding");
-  const bool add = IsAddCombiner(instr.to_apply()) &&
+  const bool add = !variadic && IsAddCombiner(instr.to_apply()) &&
                    op_shape.element_type() != PrimitiveType::PRED;
 
   // Update dim -> operand dim (window dims) / indices dim (scatter dims).
   std::vector<int64_t> upd_to_op(upd_rank, -1), upd_to_idx(upd_rank, -1);
   {
-    int64_t k = 0;
+    int64_t w = 0;
     for (int64_t d = 0; d < op_rank; ++d) {
       if (Contains(dn.inserted_window_dims, d) || Contains(dn.input_batching_dims, d)) continue;
-      if (k < static_cast<int64_t>(dn.update_window_dims.size()))
-        upd_to_op[dn.update_window_dims[k++]] = d;
+      if (w < static_cast<int64_t>(dn.update_window_dims.size()))
+        upd_to_op[dn.update_window_dims[w++]] = d;
     }
     int64_t i = 0;
     for (int64_t u = 0; u < upd_rank; ++u) {
@@ -328,7 +344,7 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
     for (int64_t u : scatter_dims)
       if (!Contains(allowed, u)) allowed.push_back(u);
   Sharding upd_s = Sharding::Replicate();
-  Sharding us = NormalizeForPartitioning(ctx.Get(instr.operand(2)).sharding);
+  Sharding us = NormalizeForPartitioning(ctx.Get(instr.operand(k + 1)).sharding);
   if (Plain(us)) upd_s = KeepDims(us, upd_rank, allowed);
   if (!upd_s.IsTiled() || TiledDims(upd_s, upd_rank).empty()) {
     upd_s = Sharding::Replicate();
@@ -343,7 +359,7 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
     }
   }
   if (!upd_s.IsTiled() || TiledDims(upd_s, upd_rank).empty()) {
-    if (TrySlicedOperandScatter(ctx, instr, upd_to_op)) return Status::Ok();
+    if (!variadic && TrySlicedOperandScatter(ctx, instr, upd_to_op)) return Status::Ok();
     return ctx.Fallback(instr);
   }
 
@@ -355,10 +371,26 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
                                   summed.empty() ? SubgroupType::kReplicated
                                                  : SubgroupType::kUnreduced);
   Sharding idx_s = ProjectSharding(upd_s, idx_to_upd);
-  PartitionedValue updates = ctx.OperandAs(instr, 2, upd_s);
-  PartitionedValue indices = ctx.OperandAs(instr, 1, idx_s);
   SpmdBuilder& b = ctx.b;
   const Shape local_op = LocalShape(op_shape, op_s);
+  if (variadic) {
+    // Only pass-through and batching dims are tiled (no add combiner for
+    // partial sums): each partition scatters its tiles locally.
+    if (!summed.empty()) return ctx.Fallback(instr, "variadic scatter over tiled scatter dims");
+    std::vector<Instruction*> operands;
+    for (int64_t j = 0; j < k; ++j) operands.push_back(ctx.OperandAs(instr, j, op_s).hlo);
+    operands.push_back(ctx.OperandAs(instr, k, idx_s).hlo);
+    for (int64_t j = 0; j < k; ++j)
+      operands.push_back(ctx.OperandAs(instr, k + 1 + j, upd_s).hlo);
+    std::vector<Shape> locals;
+    for (int64_t j = 0; j < k; ++j)
+      locals.push_back(LocalShape(instr.shape().tuple_shapes(j), op_s));
+    Instruction* s = ctx.Clone(instr, Shape::Tuple(locals), operands);
+    ctx.Set(instr, Reshard(b, {s, instr.shape(), Sharding::SingleTuple(k, op_s)}, out_all));
+    return Status::Ok();
+  }
+  PartitionedValue updates = ctx.OperandAs(instr, 2, upd_s);
+  PartitionedValue indices = ctx.OperandAs(instr, 1, idx_s);
   if (summed.empty()) {
     PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
     Instruction* s = ctx.Clone(instr, local_op, {operand.hlo, indices.hlo, updates.hlo});
