@@ -618,10 +618,10 @@ bool Propagator::RunToFixPoint(int aggr) {
   auto group_of = [&](const Instruction* i) -> const std::vector<Instruction*>* {
     auto it = shard_group_of_.find(i);
     if (it == shard_group_of_.end()) return nullptr;
+    // By id, the shard_as group first (as XLA does): a shard_like member
+    // whose id also names a shard_as group reads that group.
     auto a = shard_as_groups_.find(it->second);
-    if (a != shard_as_groups_.end() &&
-        std::find(a->second.begin(), a->second.end(), i) != a->second.end())
-      return &a->second;
+    if (a != shard_as_groups_.end()) return &a->second;
     auto l = shard_like_groups_.find(it->second);
     if (l != shard_like_groups_.end()) return &l->second;
     return nullptr;
