@@ -7,12 +7,16 @@
 // tile does not hold, and an all-reduce sums the pieces. Scatter: updates and
 // operand tiled along pass-through window dims (and batching dims) scatter
 // locally; updates tiled along scatter dims need an `add` combiner: they are
-// scattered into zeros, summed across partitions, and added to the operand.
+// scattered into zeros, summed across partitions, and added to the operand;
+// with a `min` / `max` combiner each partition scatters into its copy of the
+// operand and an all-reduce of the same op combines the copies.
 // Operands tiled along indexed dims with unit windows scatter into their own
 // tile with shifted indices. A variadic scatter scatters all its operands
 // the same way (pass-through and batching dims only). Everything else runs
 // replicated (Fallback).
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "partitioner/context.h"
 
@@ -52,6 +56,45 @@ bool IsAddCombiner(const Computation* c) {
          r->operand(0)->opcode() == Opcode::kParameter &&
          r->operand(1)->opcode() == Opcode::kParameter &&
          r->operand(0) != r->operand(1);
+}
+
+// The combiner's opcode when it is min or max of its two parameters on a
+// float or <= 32-bit integer type: combining a value twice changes nothing,
+// so partitions may scatter into copies of the operand and combine the
+// copies with an all-reduce of the same op. nullopt otherwise.
+std::optional<Opcode> IdempotentCombiner(const Computation* c, PrimitiveType ty) {
+  if (c == nullptr || c->root() == nullptr) return std::nullopt;
+  const Instruction* r = c->root();
+  if (r->opcode() != Opcode::kMinimum && r->opcode() != Opcode::kMaximum) return std::nullopt;
+  if (r->operand_count() != 2 || r->operand(0)->opcode() != Opcode::kParameter ||
+      r->operand(1)->opcode() != Opcode::kParameter || r->operand(0) == r->operand(1))
+    return std::nullopt;
+  switch (ty) {
+    case PrimitiveType::F16: case PrimitiveType::BF16: case PrimitiveType::F32:
+    case PrimitiveType::F64: case PrimitiveType::S8: case PrimitiveType::S16:
+    case PrimitiveType::S32: case PrimitiveType::U8: case PrimitiveType::U32:
+      return r->opcode();
+    default: return std::nullopt;
+  }
+}
+
+// The value `op` ignores: +inf / the largest value for min, -inf / the
+// lowest for max.
+double CombinerIdentity(Opcode op, PrimitiveType ty) {
+  const bool is_float = ty == PrimitiveType::F16 || ty == PrimitiveType::BF16 ||
+                        ty == PrimitiveType::F32 || ty == PrimitiveType::F64;
+  const bool is_min = op == Opcode::kMinimum;
+  if (is_float) return is_min ? std::numeric_limits<double>::infinity()
+                              : -std::numeric_limits<double>::infinity();
+  double lo = 0, hi = 0;
+  switch (ty) {
+    case PrimitiveType::S8: lo = -128; hi = 127; break;
+    case PrimitiveType::S16: lo = -32768; hi = 32767; break;
+    case PrimitiveType::S32: lo = -2147483648.0; hi = 2147483647.0; break;
+    case PrimitiveType::U8: lo = 0; hi = 255; break;
+    default: lo = 0; hi = 4294967295.0; break;  // U32
+  }
+  return is_min ? hi : lo;
 }
 
 // Gather with the operand tiled along indexed dims whose slices are one
@@ -336,11 +379,13 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
       batch_scatter_dims.push_back(u);
     }
   }
+  const std::optional<Opcode> idempotent =
+      variadic || add ? std::nullopt : IdempotentCombiner(instr.to_apply(), op_shape.element_type());
   // The update sharding: the updates' own, else the result's carried over
   // the pass-through and batching dims.
   std::vector<int64_t> allowed = passthrough;
   allowed.insert(allowed.end(), batch_scatter_dims.begin(), batch_scatter_dims.end());
-  if (add)
+  if (add || idempotent)
     for (int64_t u : scatter_dims)
       if (!Contains(allowed, u)) allowed.push_back(u);
   Sharding upd_s = Sharding::Replicate();
@@ -397,9 +442,25 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
     ctx.Set(instr, Reshard(b, {s, instr.shape(), op_s}, out));
     return Status::Ok();
   }
+  PrimitiveType ty = op_shape.element_type();
+  if (idempotent) {
+    // min / max: every partition scatters its updates (padding set to the
+    // combiner's identity) into its copy of the operand; an all-reduce of
+    // the same op over the partitions that share the copy combines them.
+    const Sharding op_r = ProjectSharding(upd_s, op_to_upd, SubgroupType::kReplicated);
+    PartitionedValue operand = ctx.OperandAs(instr, 0, op_r);
+    Instruction* upd =
+        MaskPadding(b, updates, summed, b.ScalarConstant(ty, CombinerIdentity(*idempotent, ty)));
+    Instruction* s = ctx.Clone(instr, LocalShape(op_shape, op_r), {operand.hlo, indices.hlo, upd});
+    const DeviceGroups groups =
+        op_r.IsTiled() ? op_r.GroupsAlongDims({op_r.SubgroupDim(SubgroupType::kReplicated)})
+                       : DeviceGroups{TileAssignment::Iota({1, ctx.num_partitions})};
+    Instruction* r = b.AllReduce(s, groups, b.Reducer(*idempotent, ty));
+    ctx.Set(instr, Reshard(b, {r, instr.shape(), op_r}, out));
+    return Status::Ok();
+  }
   // Partial sums: scatter this partition's updates (padding zeroed) into
   // zeros, reduce across partitions, add the operand.
-  PrimitiveType ty = op_shape.element_type();
   Instruction* upd = MaskPadding(b, updates, summed, b.Zero(ty));
   Instruction* zeros = b.BroadcastScalar(b.Zero(ty), local_op.dimensions());
   Instruction* s = ctx.Clone(instr, local_op, {zeros, indices.hlo, upd});
