@@ -155,14 +155,6 @@ Status CheckShardingFits(const Instruction& instr) {
                        instr.loc());
 }
 
-// `s` with unknown leaves replaced by replicated ones (how the driver starts).
-Sharding UnknownAsReplicated(const Sharding& s) {
-  if (!s.IsTuple()) return s.IsUnknown() ? Sharding::Replicate() : s;
-  std::vector<Sharding> leaves;
-  for (const Sharding& e : s.tuple_elements()) leaves.push_back(UnknownAsReplicated(e));
-  return Sharding::Tuple(std::move(leaves));
-}
-
 bool EvenlyPartitions(const Shape& shape, const Sharding& s) {
   if (s.IsTuple()) {
     for (int64_t i = 0; i < shape.tuple_size(); ++i)
@@ -548,6 +540,7 @@ void Propagator::CollectProvided() {
       }
       entry->set_root(c);
       structure_changed_ = true;
+      root_copy_added_ = true;
       root = c;
     }
     provided_.insert(root);
@@ -780,8 +773,13 @@ Status Propagator::RemoveBarriers() {
   for (Instruction* instr : std::vector<Instruction*>(instrs_)) {
     if (removed_.count(instr)) continue;
     if (IsCustomCallTarget(instr, "ShardBarrierFrom") ||
-        IsCustomCallTarget(instr, "ShardBarrierTo"))
+        IsCustomCallTarget(instr, "ShardBarrierTo")) {
+      const int id = Id(instr);
+      if (baseline_.size() > static_cast<size_t>(id) &&
+          sharding_[id] != baseline_[id])
+        barrier_changed_ = true;
       RemoveInstruction(instr, instr->operand(0));
+    }
   }
   return Status::Ok();
 }
@@ -921,12 +919,16 @@ StatusOr<bool> Propagator::Run() {
   }
   if (!options_.cse_prevention_only) {
     for (Instruction* instr : instrs_)
-      if (Has(instr) && HasCsePrevention(Get(instr))) Clear(instr);
+      if (Has(instr) && HasCsePrevention(Get(instr))) {
+        Clear(instr);
+        cse_dropped_ = true;
+      }
   }
   MS_RETURN_IF_ERROR(ProcessShardingInstructions());
   MS_RETURN_IF_ERROR(CheckWhileDeviceAssignments());
   BuildComputationMap();
   CollectProvided();
+  baseline_ = sharding_;
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
     const OpShardingRule& r = Rule(instr);
@@ -949,15 +951,18 @@ StatusOr<bool> Propagator::Run() {
   MS_RETURN_IF_ERROR(RemoveBarriers());
   PostProcessCsePrevention();
   RestoreAndCheckEntryShardings();
-  // "Changed" as XLA reports it: turning an unknown sharding into the
-  // replicated one it stands for during propagation is not a change there.
-  bool changed = structure_changed_;
+  // "Changed" as XLA reports it: what propagation did after the set-up
+  // (see baseline_), plus the structural events XLA counts (Sharding
+  // custom-calls turned into copies, a copy above a while root, dropped
+  // CSE-prevention shardings). Sharing shardings between control-flow
+  // relatives, reading unknown as replicated and removing barriers or
+  // shard-group-only annotations are not changes there.
+  bool changed = root_copy_added_ || cse_dropped_ || barrier_changed_ ||
+                 !as_copy_.empty();  // XLA replaces those with copies
   for (Instruction* instr : instrs_) {
     if (removed_.count(instr)) continue;
     const int id = Id(instr);
-    if (sharding_[id].has_value() != original_[id].has_value() ||
-        (sharding_[id] && *sharding_[id] != *original_[id] &&
-         *sharding_[id] != UnknownAsReplicated(*original_[id])))
+    if (id < static_cast<int>(baseline_.size()) && sharding_[id] != baseline_[id])
       changed = true;
   }
   MS_RETURN_IF_ERROR(WriteBack());

@@ -233,6 +233,16 @@ class Propagator {
   bool allow_output_ = false;
   bool allow_params_ = false;
   bool structure_changed_ = false;
+  // What XLA's pass counts as a change besides inferred shardings: a copy
+  // added above a while entry root, CSE-prevention shardings dropped, and
+  // shardings inferred onto the shard barriers it removes at the end.
+  bool root_copy_added_ = false;
+  bool cse_dropped_ = false;
+  bool barrier_changed_ = false;
+  // The shardings once the pass has set up (annotations folded, control-flow
+  // relatives sharing theirs, unknown read as replicated): XLA does not count
+  // any of that as a change, only what propagation does from here on.
+  std::vector<std::optional<Sharding>> baseline_;
 
   // Provenance text of each distinct leaf sharding, in the IR's (compact,
   // iota-aware) syntax: printed once, not once per assignment.
