@@ -126,6 +126,28 @@ ENTRY e {
       << r.status().ToString();
 }
 
+// Removing a shard barrier that nothing flowed through is not a change (XLA
+// does not count it either); an annotation read as a copy is.
+TEST_F(PropagationTest, BarrierRemovalAloneIsNoChange) {
+  auto r = Run(R"(HloModule m
+ENTRY e {
+  a = f32[8,4] parameter(0)
+  n = f32[8,4] negate(a), sharding={devices=[2,1]0,1}
+  b = f32[8,4] custom-call(n), custom_call_target="ShardBarrierFrom", custom_call_has_side_effect=true
+  ROOT c = f32[8,4] copy(b)
+})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(*r);
+  r = Run(R"(HloModule m
+ENTRY e {
+  a = f32[8,4] parameter(0), sharding={devices=[2,1]0,1}
+  s = f32[8,4] custom-call(a), custom_call_target="Sharding", sharding={devices=[2,1]0,1}
+  ROOT c = f32[8,4] copy(s)
+})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(*r);
+}
+
 TEST_F(PropagationTest, BackwardThroughBroadcastNeedsAggressiveness) {
   ASSERT_TRUE(Run(R"(HloModule m
 ENTRY e {
