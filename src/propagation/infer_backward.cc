@@ -309,23 +309,8 @@ Instruction* ConversionAfter(Propagator& p, Instruction* annotate,
       !p.IsCustomCallTarget(user, "SPMDShardToFullShape"))
     return nullptr;
   std::vector<int64_t> dims;
-  const std::string* cfg = user->attrs().FindExtra("backend_config");
-  if (cfg != nullptr) {
-    size_t q = cfg->find("unspecified_dims=[");
-    if (q != std::string::npos) {
-      q += 18;
-      while (q < cfg->size() && (*cfg)[q] != ']') {
-        if (isdigit((unsigned char)(*cfg)[q])) {
-          size_t e = q;
-          while (e < cfg->size() && isdigit((unsigned char)(*cfg)[e])) ++e;
-          dims.push_back(std::stoll(cfg->substr(q, e - q)));
-          q = e;
-        } else {
-          ++q;
-        }
-      }
-    }
-  }
+  if (const std::string* cfg = user->attrs().FindExtra("backend_config"))
+    dims = UnspecifiedDimsAsWritten(*cfg);
   if (sorted) std::sort(dims.begin(), dims.end());
   if (dims != unspec) *ok = false;
   return user;

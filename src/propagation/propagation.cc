@@ -76,20 +76,9 @@ std::vector<Instruction*> PostOrder(const Computation* c) {
 }
 
 std::vector<int64_t> ParseUnspecifiedDims(const Instruction& instr) {
-  std::vector<int64_t> dims;
   const std::string* cfg = instr.attrs().FindExtra("backend_config");
-  if (cfg == nullptr) return dims;
-  size_t p = cfg->find("unspecified_dims=[");
-  if (p == std::string::npos) return dims;
-  p += 18;
-  while (p < cfg->size() && (*cfg)[p] != ']') {
-    size_t q = p;
-    while (q < cfg->size() && (isdigit((unsigned char)(*cfg)[q]) || (*cfg)[q] == '-')) ++q;
-    if (q > p) dims.push_back(std::stoll(cfg->substr(p, q - p)));
-    p = q;
-    while (p < cfg->size() && ((*cfg)[p] == ',' || (*cfg)[p] == ' ')) ++p;
-    if (q == p && p < cfg->size() && (*cfg)[p] != ']') ++p;
-  }
+  if (cfg == nullptr) return {};
+  std::vector<int64_t> dims = UnspecifiedDimsAsWritten(*cfg);
   std::sort(dims.begin(), dims.end());
   return dims;
 }

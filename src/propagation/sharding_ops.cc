@@ -6,6 +6,8 @@
 #include "propagation/sharding_ops.h"
 
 #include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
@@ -493,6 +495,23 @@ Sharding NormalizeToShape(const Sharding& s, const Shape& shape) {
   if (!shape.IsTuple() && s.IsTuple() && s.tuple_elements().size() == 1)
     return s.tuple_elements()[0];
   return s;
+}
+
+std::vector<int64_t> UnspecifiedDimsAsWritten(const std::string& backend_config) {
+  std::vector<int64_t> dims;
+  size_t p = backend_config.find("unspecified_dims=[");
+  if (p == std::string::npos) return dims;
+  p += std::string_view("unspecified_dims=[").size();
+  const char* text = backend_config.data();
+  while (p < backend_config.size() && text[p] != ']') {
+    size_t q = p;
+    if (text[q] == '-') ++q;
+    while (q < backend_config.size() && std::isdigit(static_cast<unsigned char>(text[q]))) ++q;
+    int64_t v = 0;
+    if (q > p && std::from_chars(text + p, text + q, v).ec == std::errc()) dims.push_back(v);
+    p = q > p ? q : p + 1;  // past the number, or past one other character
+  }
+  return dims;
 }
 
 }  // namespace meshsplit::propagation

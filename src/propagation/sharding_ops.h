@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "ir/shape.h"
@@ -28,6 +29,11 @@ Sharding FlatTuple(std::vector<Sharding> elements);
 // The CSE-prevention marker that XLA's propagation puts in a sharding's
 // metadata (kept as that metadata, nothing else is).
 bool HasCsePrevention(const Sharding& s);
+// The dims of `unspecified_dims=[...]` in a manual/auto conversion's
+// backend_config, in the order written (empty when absent). Lenient, as XLA
+// reads it: numbers are picked out of the brackets; one that does not fit in
+// int64 (no dim of any shape) is dropped rather than thrown on.
+std::vector<int64_t> UnspecifiedDimsAsWritten(const std::string& backend_config);
 void SetCsePrevention(Sharding* s, bool on);
 
 // --- order -------------------------------------------------------------------
