@@ -1,6 +1,6 @@
 // ragged-dot with its rhs group dim tiled: expert parallelism. In the
-// ragged non-contracting mode (lhs [m, k] rows split into consecutive groups,
-// rhs [g, k, n] one matrix per group) each partition keeps its own experts'
+// ragged non-contracting mode (lhs [b..., m, k] rows split into consecutive
+// groups, rhs [b..., g, k, n] one matrix per group, batch dims optional) each partition keeps its own experts'
 // matrices, multiplies every lhs row that falls in one of its groups, and
 // the partial results (zero for rows of other experts) are summed by the
 // reshard to the result's sharding. Only the small group_sizes vector and
@@ -27,7 +27,7 @@ bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int6
   const Shape& gs = instr.operand(2)->shape();
   const Shape& out_shape = instr.shape();
   const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
-  if (!dn.lhs_batch_dimensions.empty() || gs.rank() != 1 ||
+  if (gs.rank() < 1 ||
       std::find(dn.lhs_contracting_dimensions.begin(), dn.lhs_contracting_dimensions.end(),
                 ragged_dim) != dn.lhs_contracting_dimensions.end())
     return false;
@@ -54,19 +54,32 @@ bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int6
   // size 0 in the local group_sizes (the pad below).
   Instruction* rhs_local = MaskPadding(b, rhs, {group_dim}, b.Zero(rs.element_type()));
   Instruction* first = TileOffset(b, rhs_t, rs.dimensions(), group_dim);  // s32
-  Instruction* padded_sizes = b.PadHigh(sizes, {local_g * tiles - g});
-  Instruction* local_sizes = b.DynamicSlice(padded_sizes, {first}, {local_g});
+  // group_sizes is [p..., g]: one row of sizes per leading (batch) index;
+  // every row gets its own leading dummy group.
+  const int64_t last = gs.rank() - 1;
+  std::vector<int64_t> pad_high(gs.rank(), 0);
+  pad_high[last] = local_g * tiles - g;
+  Instruction* padded_sizes = b.PadHigh(sizes, pad_high);
+  std::vector<Instruction*> starts(gs.rank(), b.ScalarS32(0));
+  starts[last] = first;
+  std::vector<int64_t> local_dims = gs.dimensions();
+  local_dims[last] = local_g;
+  Instruction* local_sizes = b.DynamicSlice(padded_sizes, starts, local_dims);
   // Rows before the first local group: the running sum of the earlier sizes.
-  const std::vector<int64_t> gdims = {g};
-  Instruction* earlier = b.Compare(b.Iota(PrimitiveType::S32, gdims, 0),
+  const std::vector<int64_t>& gdims = gs.dimensions();
+  Instruction* earlier = b.Compare(b.Iota(PrimitiveType::S32, gdims, last),
                                    b.BroadcastScalar(first, gdims), ComparisonDirection::kLt);
   Instruction* masked = b.Select(earlier, sizes, b.BroadcastScalar(b.Zero(st), gdims));
-  Instruction* before = b.Add(Opcode::kReduce, Shape(st, {}), {masked, b.Zero(st)});
-  before->mutable_attrs().dimensions = {0};
+  std::vector<int64_t> row_dims(gdims.begin(), gdims.end() - 1);
+  Instruction* before = b.Add(Opcode::kReduce, Shape(st, row_dims), {masked, b.Zero(st)});
+  before->mutable_attrs().dimensions = {last};
   before->set_called_computations({b.Reducer(Opcode::kAdd, st)});
+  std::vector<int64_t> one = row_dims, ext = gs.dimensions();
+  one.push_back(1);
+  ext[last] = local_g + 1;
   Instruction* ext_sizes =
-      b.Add(Opcode::kConcatenate, Shape(st, {local_g + 1}), {b.Reshape(before, {1}), local_sizes});
-  ext_sizes->mutable_attrs().dimensions = {0};
+      b.Add(Opcode::kConcatenate, Shape(st, ext), {b.Reshape(before, one), local_sizes});
+  ext_sizes->mutable_attrs().dimensions = {last};
   // The dummy group's matrix is zero: pad the local experts by one in front.
   PaddingConfig front(rs.rank());
   front[group_dim].low = 1;
