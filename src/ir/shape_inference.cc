@@ -977,6 +977,14 @@ StatusOr<Shape> Inferrer::Run() {
       return InferGatherShape(op(0), op(1), *a_.gather_dnums, a_.gather_slice_sizes);
     case Opcode::kScatter:
       return Scatter();
+    case Opcode::kGetDimensionSize:
+      MS_RETURN_IF_ERROR(Array(0));
+      if (a_.dimensions.size() != 1)
+        return Err("expects one dimension but dimensions is ", Dims(a_.dimensions));
+      if (a_.dimensions[0] < 0 || a_.dimensions[0] >= op(0).rank())
+        return Err("dimension ", a_.dimensions[0], " is out of range for rank ",
+                   op(0).rank());
+      return meshsplit::Scalar(PrimitiveType::S32);
 
     case Opcode::kReduce:
       return Reduce();
@@ -988,6 +996,21 @@ StatusOr<Shape> Inferrer::Run() {
       return Sort();
     case Opcode::kMap:
       return Map();
+    case Opcode::kTopK: {
+      // XLA's topk: the k largest (smallest) along the last dim, with their
+      // s32 positions.
+      MS_RETURN_IF_ERROR(Array(0));
+      const Shape& x = op(0);
+      if (x.rank() < 1) return Err("operand must have rank >= 1 but is ", Str(x));
+      const std::optional<int64_t> k = TopKK(instr_);
+      if (!k.has_value()) return Err("missing or malformed k=");
+      if (!TopKLargest(instr_).has_value()) return Err("largest= must be true or false");
+      if (*k < 0 || *k > x.dimensions(x.rank() - 1))
+        return Err("k=", *k, " is out of range for operand ", Str(x));
+      std::vector<int64_t> dims = x.dimensions();
+      dims.back() = *k;
+      return Shape::Tuple({Shape(x.element_type(), dims), Shape(PrimitiveType::S32, dims)});
+    }
 
     case Opcode::kDot: {
       DotDimensionNumbers dn = a_.dot_dnums.value_or(DotDimensionNumbers{});
@@ -1049,6 +1072,10 @@ StatusOr<Shape> Inferrer::Run() {
     case Opcode::kOptimizationBarrier:
     case Opcode::kDomain:
       return op(0);
+    case Opcode::kAddDependency:
+      if (!op(1).IsToken())
+        return Err("operand 1 must be a token but has shape ", Str(op(1)));
+      return op(0);
     case Opcode::kInfeed:
       if (!op(0).IsToken())
         return Err("operand must be a token but has shape ", Str(op(0)));
@@ -1107,6 +1134,24 @@ StatusOr<Shape> InferShape(const Instruction& instr) {
   return Status::Error(StrCat(OpcodeName(instr.opcode()), " %", instr.name(), ": ",
                               result.status().message()),
                        inner.known() ? inner : instr.loc());
+}
+
+std::optional<int64_t> TopKK(const Instruction& instr) {
+  const std::string* v = instr.attrs().FindExtra("k");
+  if (v == nullptr || v->empty() || v->size() > 18) return std::nullopt;
+  int64_t k = 0;
+  for (char c : *v) {
+    if (c < '0' || c > '9') return std::nullopt;
+    k = k * 10 + (c - '0');
+  }
+  return k;
+}
+
+std::optional<bool> TopKLargest(const Instruction& instr) {
+  const std::string* v = instr.attrs().FindExtra("largest");
+  if (v == nullptr || *v == "true") return true;
+  if (*v == "false") return false;
+  return std::nullopt;
 }
 
 }  // namespace meshsplit

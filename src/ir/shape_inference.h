@@ -70,3 +70,13 @@ StatusOr<std::vector<int64_t>> InferReducedDims(
 StatusOr<std::optional<int64_t>> ReplicaGroupSize(const ReplicaGroups& groups);
 
 }  // namespace meshsplit
+
+namespace meshsplit {
+
+// The topk opcode's attributes, kept as text in Attributes::extra: k (nullopt
+// when missing or not an integer) and largest (XLA's default: true; nullopt
+// when it is neither true nor false).
+std::optional<int64_t> TopKK(const Instruction& instr);
+std::optional<bool> TopKLargest(const Instruction& instr);
+
+}  // namespace meshsplit

@@ -190,6 +190,9 @@ bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int6
                                 int64_t group_dim, Status* status);
 // The TopK custom-call (handlers/linalg.cc): rows tiled, last dim whole.
 Status HandleTopK(SpmdContext& ctx, const Instruction& instr);
+// handlers/dependency_size.cc
+Status HandleAddDependency(SpmdContext& ctx, const Instruction& instr);
+Status HandleGetDimensionSize(SpmdContext& ctx, const Instruction& instr);
 // handlers/feeds.cc: each partition outfeeds its piece of the data.
 Status HandleOutfeed(SpmdContext& ctx, const Instruction& instr);
 Status HandleInfeed(SpmdContext& ctx, const Instruction& instr);

@@ -233,6 +233,12 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleBitcastConvert(ctx, instr);  // handlers/shape_ops.cc
     case Opcode::kOptimizationBarrier:
       return HandleOptimizationBarrier(ctx, instr);  // handlers/annotations.cc
+    case Opcode::kTopK:
+      return HandleTopK(ctx, instr);  // handlers/linalg.cc, as the TopK custom-call
+    case Opcode::kAddDependency:
+      return HandleAddDependency(ctx, instr);  // handlers/dependency_size.cc
+    case Opcode::kGetDimensionSize:
+      return HandleGetDimensionSize(ctx, instr);
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,

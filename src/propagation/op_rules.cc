@@ -531,6 +531,14 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
       return NoRule("domain");
     case Opcode::kOutfeed:
       return NoRule("outfeed");
+    // XLA's propagation gives these no sharding of their own (no
+    // representative operand, not spatially partitioned).
+    case Opcode::kTopK:
+      return NotPartitioned("topk (not spatially partitioned)");
+    case Opcode::kGetDimensionSize:
+      return NotPartitioned("get-dimension-size (not spatially partitioned)");
+    case Opcode::kAddDependency:
+      return NotPartitioned("add-dependency (not spatially partitioned)");
 
     case Opcode::kAllReduce:
     case Opcode::kCollectivePermute:

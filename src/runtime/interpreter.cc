@@ -234,6 +234,15 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
       if (instr.attrs().custom_call_target == kBlockScaledDotTarget) return EvalBlockScaledDot(k);
       return EvalCustomCall(k);
     case Opcode::kOptimizationBarrier: case Opcode::kDomain: return EvalCopyLike(k);
+    case Opcode::kAddDependency: return EvalCopyLike(k);  // the token only orders
+    case Opcode::kTopK: return EvalTopKOp(k);
+    case Opcode::kGetDimensionSize: {
+      const Shape& x = instr.operand(0)->shape();
+      const std::vector<int64_t>& d = instr.attrs().dimensions;
+      if (!x.IsArray() || d.size() != 1 || d[0] < 0 || d[0] >= x.rank())
+        return InstrError(instr, "get-dimension-size needs one dimension of its array operand");
+      return Literal::ScalarS32(static_cast<int32_t>(x.dimensions(d[0])));
+    }
     case Opcode::kInfeed: return EvalInfeed(k);
     case Opcode::kOutfeed: return EvalOutfeed(k);
     case Opcode::kRngGetAndUpdateState:

@@ -114,6 +114,8 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k);
 // kernels_topk.cc: the TopK custom-call with any comparator (the plain
 // GT/LT one has a faster path in EvalCustomCall).
 StatusOr<Literal> EvalTopKWithComparator(KernelArgs& k);
+// kernels_control.cc: the topk opcode (k=, largest= attributes).
+StatusOr<Literal> EvalTopKOp(KernelArgs& k);
 // kernels_gather_scatter.cc
 StatusOr<Literal> EvalGather(KernelArgs& k);
 StatusOr<Literal> EvalScatter(KernelArgs& k);

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ir/partitioned_rng.h"
+#include "ir/shape_inference.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
@@ -58,8 +59,11 @@ static StatusOr<Literal> EvalTopK(KernelArgs& k) {
        (*root->attrs().comparison_direction != ComparisonDirection::kGt &&
         *root->attrs().comparison_direction != ComparisonDirection::kLt)))
     return EvalTopKWithComparator(k);
-  const bool largest =
-      cmp == nullptr || *root->attrs().comparison_direction == ComparisonDirection::kGt;
+  // The topk opcode says which in its largest= attribute.
+  const bool largest = instr.opcode() == Opcode::kTopK
+                           ? TopKLargest(instr).value_or(true)
+                           : cmp == nullptr ||
+                                 *root->attrs().comparison_direction == ComparisonDirection::kGt;
   const Literal& in = k.op(0);
   const Shape& vs = instr.shape().tuple_shapes(0);
   const Shape& is = instr.shape().tuple_shapes(1);
@@ -100,6 +104,12 @@ static StatusOr<Literal> EvalTopK(KernelArgs& k) {
   outs.push_back(std::move(values));
   outs.push_back(std::move(indices));
   return Literal::MakeTuple(std::move(outs));
+}
+
+StatusOr<Literal> EvalTopKOp(KernelArgs& k) {
+  if (k.instr.to_apply() != nullptr)
+    return InstrError(k.instr, "topk takes no comparator");
+  return EvalTopK(k);
 }
 
 namespace {

@@ -250,7 +250,7 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
       OneOf(op, {Opcode::kBroadcast, Opcode::kTranspose, Opcode::kReduce,
                  Opcode::kReverse, Opcode::kConcatenate, Opcode::kSort,
                  Opcode::kAllGather, Opcode::kAllToAll, Opcode::kReduceScatter,
-                 Opcode::kMap}))
+                 Opcode::kMap, Opcode::kGetDimensionSize}))
     return ParseIntList(&a.dimensions, "dimensions");
   if (IsCollective(op)) {
     if (name == "channel_id") {

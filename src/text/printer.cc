@@ -328,6 +328,7 @@ class InstructionPrinter {
         break;
       case Opcode::kBroadcast: case Opcode::kTranspose: case Opcode::kReduce:
       case Opcode::kReverse: case Opcode::kConcatenate: case Opcode::kMap:
+      case Opcode::kGetDimensionSize:
         ListAttr("dimensions", a_.dimensions);
         break;
       case Opcode::kSort:

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "ir/attribute_text.h"
+#include "ir/shape_inference.h"
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
@@ -216,6 +217,7 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
 // compare(p0, p1), direction=GT; smallest with direction=LT; nullopt for
 // other comparators.
 std::optional<bool> SelectsLargest(const Instruction& instr) {
+  if (instr.opcode() == Opcode::kTopK) return TopKLargest(instr);  // its largest=
   const Computation* cmp = instr.to_apply();
   if (cmp == nullptr) return true;
   const Instruction* root = cmp->root();
