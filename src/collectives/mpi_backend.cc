@@ -138,6 +138,14 @@ constexpr int64_t kLinearMaxGroup = 8;
 // the others read it back.
 constexpr int64_t kPipelineChunkBytes = 1 << 20;
 
+// Slice q of `count` elements cut into slices of `per` (the last ones
+// shorter or empty): {first element, length}. The sliced all-reduce's cut,
+// the same on every member.
+std::pair<int64_t, int64_t> SliceOf(int64_t count, int64_t per, int64_t q) {
+  const int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
+  return {b, e - b};
+}
+
 // Point-to-point tags on our own group communicators (MPI's collectives on
 // them use a separate tag space, so they cannot match these).
 constexpr int kTagGather = 1;
@@ -543,19 +551,15 @@ Status MpiCommunicator::AllReduce(const void* input, void* output,
   // Reduce-scatter by hand (position p gathers slice p of every
   // contribution), fold, then all-gather the folded slices.
   const int64_t per = (count + g - 1) / g;
-  auto slice = [&](int64_t q) {
-    int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
-    return std::pair{b, e - b};
-  };
   const int64_t p = found->membership.position;
-  const auto [my_begin, my_len] = slice(p);
   if (g <= kLinearMaxGroup) {
     AllReduceSlicedLinear(input, output, type, kind, group->comm, g, p, per, count);
     return Status::Ok();
   }
+  const auto [my_begin, my_len] = SliceOf(count, per, p);
   std::vector<int> counts(g), displs(g), recv_counts(g), recv_displs(g);
   for (int64_t q = 0; q < g; ++q) {
-    auto [b, len] = slice(q);
+    auto [b, len] = SliceOf(count, per, q);
     counts[q] = static_cast<int>(len * w);
     displs[q] = static_cast<int>(b * w);
     recv_counts[q] = static_cast<int>(my_len * w);
@@ -576,23 +580,19 @@ void MpiCommunicator::AllReduceSlicedLinear(const void* input, void* output,
                                             MPI_Comm comm, int64_t g, int64_t p, int64_t per,
                                             int64_t count) {
   const int64_t w = ByteWidth(type);
-  auto slice = [&](int64_t q) {
-    int64_t b = std::min(count, q * per), e = std::min(count, (q + 1) * per);
-    return std::pair{b, e - b};
-  };
   // Every slice is cut into chunks of the same element count, so sender and
   // receiver agree on the pieces; chunk c of a slice starting at b covers
   // [b + c * chunk, min(b + (c + 1) * chunk, end)).
   const int64_t chunk = std::max<int64_t>(1, kPipelineChunkBytes / w);
   auto chunks = [&](int64_t len) { return (len + chunk - 1) / chunk; };
-  const auto [my_begin, my_len] = slice(p);
+  const auto [my_begin, my_len] = SliceOf(count, per, p);
   const int64_t my_chunks = chunks(my_len);
   // Contributions to our slice land in recv_ at k * my_len (our own slot is
   // never written: our own part is read from `input` in place).
   recv_.resize(std::max<int64_t>(1, my_len * w * g));
   int64_t total = 2 * (g - 1) * my_chunks;
   for (int64_t q = 0; q < g; ++q)
-    if (q != p) total += 2 * chunks(slice(q).second);
+    if (q != p) total += 2 * chunks(SliceOf(count, per, q).second);
   requests_.resize(total);
   MPI_Request* slice_recvs = requests_.data();            // [c * (g - 1) + j]
   MPI_Request* folded_sends = slice_recvs + (g - 1) * my_chunks;
@@ -601,7 +601,7 @@ void MpiCommunicator::AllReduceSlicedLinear(const void* input, void* output,
   auto post_folded_recvs = [&] {
     for (int64_t q = 0; q < g; ++q) {
       if (q == p) continue;
-      auto [b, len] = slice(q);
+      auto [b, len] = SliceOf(count, per, q);
       for (int64_t c = 0, n = chunks(len); c < n; ++c) {
         const int64_t e0 = b + c * chunk, e1 = std::min(b + len, e0 + chunk);
         MPI_Irecv(Bytes(output) + e0 * w, static_cast<int>((e1 - e0) * w), MPI_BYTE,
@@ -628,14 +628,14 @@ void MpiCommunicator::AllReduceSlicedLinear(const void* input, void* output,
   // ones are still arriving, and are still in cache when folded and sent on.
   const int64_t max_chunks = [&] {
     int64_t m = 0;
-    for (int64_t q = 0; q < g; ++q) m = std::max(m, chunks(slice(q).second));
+    for (int64_t q = 0; q < g; ++q) m = std::max(m, chunks(SliceOf(count, per, q).second));
     return m;
   }();
   const int slice_sends_begin = n_other;
   for (int64_t c = 0; c < max_chunks; ++c) {
     for (int64_t q = 0; q < g; ++q) {
       if (q == p) continue;
-      auto [b, len] = slice(q);
+      auto [b, len] = SliceOf(count, per, q);
       if (c >= chunks(len)) continue;
       const int64_t e0 = b + c * chunk, e1 = std::min(b + len, e0 + chunk);
       MPI_Isend(Bytes(input) + e0 * w, static_cast<int>((e1 - e0) * w), MPI_BYTE,
@@ -757,42 +757,37 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
   const int64_t block = dims[dimension] / g * Product(dims, dimension + 1, dims.size());
   const int64_t part = outer * block * w;  // bytes for one destination
   const int64_t p = found->membership.position;
-  recv_.resize(std::max<int64_t>(1, part * g));
-  std::vector<const void*>& inputs = inputs_;
-  inputs.resize(g);
-  if (outer == 1 && g <= kLinearMaxGroup) {
-    // Scattering the outermost dim: member q's part is contiguous in
-    // `input`, so it is sent from there, and our own part is folded in
-    // place (no packing copy). All sends are done before the fold writes.
-    ExchangeLinear(
-        group->comm, g, p, kTagScatterParts, requests_,
-        [&](int64_t q) { return std::pair{Bytes(input) + q * part, part}; },
-        [&](int64_t q) { return std::pair{recv_.data() + q * part, part}; });
-    for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part;
-    // If `output` is `input`, it is either exactly our part (p = 0), which
-    // ReduceInOrder allows, or part 0, which is no longer read.
-    inputs[p] = Bytes(input) + p * part;
-    ReduceInOrder(kind, type, inputs, output, block);
-    return Status::Ok();
+  // parts + q * part: what goes to the member at position q (block q of
+  // every outer row). Scattering the outermost dim (outer 1), the parts are
+  // contiguous in `input` and are sent from there; otherwise they are packed.
+  const unsigned char* parts = Bytes(input);
+  if (outer != 1) {
+    send_.resize(std::max<int64_t>(1, part * g));
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(send_.data() + q * part + o * block * w,
+                    Bytes(input) + (o * g + q) * block * w, block * w);
+    parts = send_.data();
   }
-  // send_[q] = block q of every outer row, for the member at position q.
-  send_.resize(std::max<int64_t>(1, part * g));
-  for (int64_t q = 0; q < g; ++q)
-    for (int64_t o = 0; o < outer; ++o)
-      std::memcpy(send_.data() + q * part + o * block * w,
-                  Bytes(input) + (o * g + q) * block * w, block * w);
+  recv_.resize(std::max<int64_t>(1, part * g));
   if (g <= kLinearMaxGroup) {
     ExchangeLinear(
         group->comm, g, p, kTagScatterParts, requests_,
-        [&](int64_t q) { return std::pair{send_.data() + q * part, part}; },
+        [&](int64_t q) { return std::pair{parts + q * part, part}; },
         [&](int64_t q) { return std::pair{recv_.data() + q * part, part}; });
-    std::memcpy(recv_.data() + p * part, send_.data() + p * part, part);
   } else {
-    MPI_Alltoall(send_.data(), static_cast<int>(part), MPI_BYTE, recv_.data(),
-                 static_cast<int>(part), MPI_BYTE, group->comm);
+    MPI_Alltoall(parts, static_cast<int>(part), MPI_BYTE, recv_.data(), static_cast<int>(part),
+                 MPI_BYTE, group->comm);
   }
+  // Our own part is folded from `parts`. Every exchange is done before the
+  // fold writes `output`; if `output` is `input` (outer 1), it is either
+  // exactly our part (p = 0), which ReduceInOrder allows, or part 0, which
+  // is no longer read.
+  std::vector<const void*>& inputs = inputs_;
+  inputs.resize(g);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part + o * block * w;
+    inputs[p] = parts + p * part + o * block * w;
     ReduceInOrder(kind, type, inputs, Bytes(output) + o * block * w, block);
   }
   return Status::Ok();
