@@ -1,0 +1,95 @@
+// Scoring of one candidate: spec -> propagation -> partitioner -> cost model
+// -> estimated step time.
+#include "autoshard/objective.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cost/cost_model.h"
+#include "partitioner/partitioner.h"
+#include "propagation/propagation.h"
+#include "text/parser.h"
+#include "text/printer.h"
+
+namespace meshsplit::autoshard {
+namespace {
+
+bool LessWithTolerance(double a, double b) { return a < b - 1e-9 * std::max(a, b); }
+
+Evaluation Failed(const std::string& stage, const Status& st) {
+  Evaluation e;
+  e.error = stage + ": " + st.message();
+  return e;
+}
+
+}  // namespace
+
+bool Better(const Evaluation& a, const Evaluation& b) {
+  if (a.ok != b.ok) return a.ok;
+  if (!a.ok) return false;
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return a.peak_memory_bytes < b.peak_memory_bytes;
+  if (LessWithTolerance(a.time_seconds, b.time_seconds)) return true;
+  if (LessWithTolerance(b.time_seconds, a.time_seconds)) return false;
+  return a.peak_memory_bytes < b.peak_memory_bytes;
+}
+
+Evaluator::Evaluator(const Module& module, const DecisionSpace& space, MachineModel machine,
+                     std::vector<std::string> lifted_axes)
+    : module_text_(PrintModule(module)),
+      space_(space),
+      machine_(machine),
+      lifted_axes_(std::move(lifted_axes)) {}
+
+Evaluation Evaluator::Evaluate(const Choice& choice) const {
+  return EvaluateSpec(ChoiceToSpec(space_, choice));
+}
+
+Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
+  ShardSpec spec = spec_in;
+  if (!spec.existing_axes.empty()) {
+    if (spec.existing_axes != lifted_axes_)
+      return Failed("spec", Status::Error("existing_axes differ from the ones the module was "
+                                          "lifted with"));
+    spec.existing_axes.clear();  // already applied to the module text
+  }
+  // A fresh copy per candidate: propagation and the spec edit it in place.
+  auto module = ParseModuleText(module_text_);
+  if (!module.ok()) return Failed("reparse", module.status());
+  auto applied = ApplyShardSpec(**module, spec);
+  if (!applied.ok()) return Failed("spec", applied.status());
+  PropagationReport report;
+  auto propagated = PropagateShardings(**module, PropagationOptions{}, &report);
+  if (!propagated.ok()) return Failed("propagation", propagated.status());
+  PartitionOptions popts;
+  popts.num_partitions = space_.mesh.num_devices();
+  popts.warn_on_fallback = false;
+  auto partitioned = PartitionModule(**module, popts);
+  if (!partitioned.ok()) return Failed("partition", partitioned.status());
+  CostOptions copts;
+  copts.mesh = &space_.mesh;
+  const ModuleCost cost = ComputeModuleCost(**partitioned, copts);
+
+  Evaluation e;
+  e.ok = true;
+  e.flops = cost.flops;
+  e.bytes_accessed = cost.bytes_read + cost.bytes_written;
+  e.peak_memory_bytes = cost.peak_memory_bytes;
+  e.compute_seconds = cost.flops / machine_.flops_per_second;
+  e.memory_seconds = e.bytes_accessed / machine_.memory_bytes_per_second;
+  for (const CollectiveCost& c : cost.collectives) {
+    const double n = static_cast<double>(c.count);
+    e.wire_bytes += c.wire_bytes * n;
+    e.comm_seconds +=
+        n * (c.wire_bytes / machine_.link_bytes_per_second + machine_.collective_latency_seconds);
+    e.num_collectives += c.count;
+    e.collectives_by_kind[c.kind] += c.count;
+  }
+  e.wire_bytes_by_axis = cost.wire_bytes_by_axis;
+  e.time_seconds = std::max(e.compute_seconds, e.memory_seconds) + e.comm_seconds;
+  e.feasible = machine_.memory_limit_bytes <= 0 ||
+               e.peak_memory_bytes <= machine_.memory_limit_bytes;
+  return e;
+}
+
+}  // namespace meshsplit::autoshard

@@ -1,0 +1,83 @@
+// The objective of the auto-sharding search: one candidate plan (a choice
+// vector) is applied as a sharding spec, completed by propagation, partitioned
+// and costed by the exact cost model (cost/cost_model.h); the cost becomes
+// one scalar, an estimated step time, with per-device memory as a hard cap.
+// Nothing is guessed: a candidate is scored only from its partitioned program.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "autoshard/decision_space.h"
+#include "ir/module.h"
+
+namespace meshsplit::autoshard {
+
+// Machine constants of the estimated step time. The defaults are a round
+// accelerator: 100 TFLOP/s, 1 TB/s of memory bandwidth, 50 GB/s per link and
+// 5 us of latency per collective.
+struct MachineModel {
+  double flops_per_second = 100e12;
+  double memory_bytes_per_second = 1e12;
+  double link_bytes_per_second = 50e9;
+  double collective_latency_seconds = 5e-6;
+  // Hard cap on peak live memory per device; 0 = no cap.
+  int64_t memory_limit_bytes = 0;
+};
+
+// The scored cost of one candidate.
+struct Evaluation {
+  bool ok = false;        // propagated and partitioned
+  std::string error;      // why not, when !ok
+  bool feasible = false;  // ok and within the memory cap
+  // time = max(compute, memory traffic) + communication: a roofline over the
+  // whole program plus the collectives, which do not overlap with it.
+  double time_seconds = 0;
+  double compute_seconds = 0;   // flops / flops_per_second
+  double memory_seconds = 0;    // (bytes read + written) / memory bandwidth
+  double comm_seconds = 0;      // sum of count * (wire / link + latency)
+  double flops = 0;
+  double bytes_accessed = 0;
+  double wire_bytes = 0;        // per device, loops counted
+  int64_t peak_memory_bytes = 0;
+  int64_t num_collectives = 0;  // executions, loops counted
+  std::map<std::string, int64_t> collectives_by_kind;  // executions per kind
+  std::map<std::string, double> wire_bytes_by_axis;
+};
+
+// True when `a` is strictly better than `b`: evaluable beats failed,
+// feasible beats infeasible, then lower time (relative tolerance 1e-9), then
+// lower peak memory; two infeasible candidates compare by peak memory.
+bool Better(const Evaluation& a, const Evaluation& b);
+
+// Applies, propagates, partitions and costs candidates of one module.
+class Evaluator {
+ public:
+  // `module` is copied (printed once, re-parsed per candidate). When its
+  // shardings were already lifted onto the mesh (ShardSpec::existing_axes),
+  // `lifted_axes` names those axes so that a spec repeating them is not
+  // lifted twice.
+  Evaluator(const Module& module, const DecisionSpace& space, MachineModel machine,
+            std::vector<std::string> lifted_axes = {});
+
+  // Scores `choice`. Never fails: a candidate whose spec, propagation or
+  // partitioning errors comes back with ok = false and the message.
+  Evaluation Evaluate(const Choice& choice) const;
+
+  // Scores an arbitrary spec on the same module (used to cost expert plans
+  // with the same objective).
+  Evaluation EvaluateSpec(const ShardSpec& spec) const;
+
+  const MachineModel& machine() const { return machine_; }
+
+ private:
+  std::string module_text_;
+  const DecisionSpace& space_;
+  MachineModel machine_;
+  std::vector<std::string> lifted_axes_;
+};
+
+}  // namespace meshsplit::autoshard

@@ -1,0 +1,177 @@
+// Coordinate descent with perturbation restarts over the decision groups,
+// with a cache and evaluation/time budgets.
+#include "autoshard/search.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <random>
+
+namespace meshsplit::autoshard {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Key(const Choice& c) {
+  std::string k;
+  for (int o : c) k += std::to_string(o) + ",";
+  return k;
+}
+
+class Searcher {
+ public:
+  Searcher(const Evaluator& evaluator, const DecisionSpace& space, const SearchOptions& options)
+      : evaluator_(evaluator), space_(space), options_(options), start_(Clock::now()),
+        last_progress_(start_) {}
+
+  SearchResult Run() {
+    result_.initial = InitialChoice(space_);
+    auto init = Eval(result_.initial, /*budgeted=*/false);
+    result_.initial_eval = *init;
+    result_.best = result_.initial;
+    result_.best_eval = *init;
+    Choice cur = result_.initial;
+    Evaluation cur_eval = *init;
+    result_.converged = Descend(cur, cur_eval);
+    if (result_.converged) {
+      std::mt19937_64 rng(options_.seed);
+      for (int r = 0; r < options_.restarts && !Exhausted() && !space_.groups.empty(); ++r) {
+        Choice start = result_.best;
+        const int n = static_cast<int>(space_.groups.size());
+        for (int k = 0; k < options_.perturb_groups && k < n; ++k) {
+          const int g = static_cast<int>(rng() % n);
+          const int num_opts = static_cast<int>(space_.groups[g].options.size());
+          start[g] = static_cast<int>(rng() % num_opts);
+        }
+        auto e = Eval(start, /*budgeted=*/true);
+        if (!e) break;
+        ++result_.restarts_done;
+        Evaluation start_eval = *e;
+        if (!Descend(start, start_eval)) break;
+      }
+    }
+    result_.stop_reason = stop_reason_.empty() ? "converged" : stop_reason_;
+    Explain();
+    result_.seconds = Elapsed();
+    return result_;
+  }
+
+ private:
+  double Elapsed() const {
+    return std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+
+  bool Exhausted() {
+    if (result_.evaluations >= options_.max_evaluations) {
+      stop_reason_ = "evaluation budget";
+      return true;
+    }
+    if (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) {
+      stop_reason_ = "time budget";
+      return true;
+    }
+    return false;
+  }
+
+  // The cached or fresh evaluation of `c`; nullopt when a budgeted
+  // evaluation would exceed the budget.
+  std::optional<Evaluation> Eval(const Choice& c, bool budgeted) {
+    const std::string key = Key(c);
+    if (auto it = cache_.find(key); it != cache_.end()) {
+      ++result_.cache_hits;
+      return it->second;
+    }
+    if (budgeted && Exhausted()) return std::nullopt;
+    Evaluation e = evaluator_.Evaluate(c);
+    ++result_.evaluations;
+    if (!e.ok) ++result_.failed;
+    cache_.emplace(key, e);
+    if (!freeze_best_ && Better(e, result_.best_eval)) {
+      result_.best = c;
+      result_.best_eval = e;
+    }
+    if (options_.progress &&
+        std::chrono::duration<double>(Clock::now() - last_progress_).count() >= 2.0) {
+      last_progress_ = Clock::now();
+      char line[200];
+      std::snprintf(line, sizeof(line),
+                    "autoshard: %lld evaluations (%lld failed), best %.6g us, %.1f s",
+                    static_cast<long long>(result_.evaluations),
+                    static_cast<long long>(result_.failed),
+                    result_.best_eval.time_seconds * 1e6, Elapsed());
+      options_.progress(line);
+    }
+    return e;
+  }
+
+  // Coordinate descent from `cur` until a full pass changes nothing.
+  // Returns false when the budget ran out first.
+  bool Descend(Choice& cur, Evaluation& cur_eval) {
+    bool changed = true;
+    while (changed) {
+      changed = false;
+      ++result_.descent_passes;
+      for (size_t g = 0; g < space_.groups.size(); ++g) {
+        int best_o = cur[g];
+        Evaluation best_e = cur_eval;
+        for (int o = 0; o < static_cast<int>(space_.groups[g].options.size()); ++o) {
+          if (o == cur[g]) continue;
+          Choice cand = cur;
+          cand[g] = o;
+          auto e = Eval(cand, /*budgeted=*/true);
+          if (!e) return false;
+          if (Better(*e, best_e)) {
+            best_o = o;
+            best_e = *e;
+          }
+        }
+        if (best_o != cur[g]) {
+          cur[g] = best_o;
+          cur_eval = best_e;
+          changed = true;
+        }
+      }
+    }
+    return true;
+  }
+
+  // The best single-group alternative for the largest groups. These few
+  // evaluations may go past the evaluation budget (at most the groups'
+  // option counts) but not past the time budget.
+  void Explain() {
+    freeze_best_ = true;  // the alternatives are relative to the final plan
+    for (int g = 0; g < options_.why_groups && g < static_cast<int>(space_.groups.size()); ++g) {
+      std::optional<Alternative> best;
+      for (int o = 0; o < static_cast<int>(space_.groups[g].options.size()); ++o) {
+        if (o == result_.best[g]) continue;
+        Choice cand = result_.best;
+        cand[g] = o;
+        const bool cached = cache_.count(Key(cand)) > 0;
+        if (!cached && options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) continue;
+        Evaluation e = *Eval(cand, /*budgeted=*/false);
+        if (!best || Better(e, best->eval)) best = Alternative{g, o, e};
+      }
+      if (best) result_.why.push_back(*best);
+    }
+  }
+
+  const Evaluator& evaluator_;
+  const DecisionSpace& space_;
+  const SearchOptions& options_;
+  Clock::time_point start_;
+  Clock::time_point last_progress_;
+  std::map<std::string, Evaluation> cache_;
+  SearchResult result_;
+  std::string stop_reason_;
+  bool freeze_best_ = false;
+};
+
+}  // namespace
+
+SearchResult Search(const Evaluator& evaluator, const DecisionSpace& space,
+                    const SearchOptions& options) {
+  return Searcher(evaluator, space, options).Run();
+}
+
+}  // namespace meshsplit::autoshard

@@ -1,0 +1,392 @@
+// `meshsplit autoshard FILE [--mesh data=2,model=4] [--budget N] [--seed S]
+// [--memory-limit BYTES] [-o SPEC.json] [--json]`: searches sharding
+// decisions for the program's inputs and weights (src/autoshard/), prints the
+// cheapest plan found with its cost, and writes it as a sharding spec that
+// partition/run/verify/report take with --shard. docs/autoshard.md.
+#include <cctype>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "autoshard/decision_space.h"
+#include "autoshard/objective.h"
+#include "autoshard/search.h"
+#include "cli/command.h"
+#include "cli/shard_flags.h"
+#include "import/shard_spec.h"
+#include "ir/verifier.h"
+
+namespace meshsplit::cli {
+namespace {
+
+using autoshard::DecisionSpace;
+using autoshard::Evaluation;
+
+struct AutoshardFlags {
+  std::string file;
+  std::string mesh;
+  int64_t num_partitions = 0;
+  int64_t budget = 300;
+  double time_limit = 50;
+  uint64_t seed = 0;
+  int restarts = 3;
+  std::string memory_limit;
+  int64_t min_bytes = 4096;
+  int64_t max_groups = 64;
+  bool keep_existing = false;
+  bool no_group = false;
+  int max_axes_per_dim = 1;
+  std::vector<std::string> existing_axes;
+  std::vector<std::string> compare;
+  autoshard::MachineModel machine;
+  std::string output;
+  bool json = false;
+  bool quiet = false;
+  bool keep_batch_norm = false;
+};
+
+// "16GiB", "512MiB", "1e9", "4096" -> bytes.
+StatusOr<int64_t> ParseBytes(const std::string& text) {
+  size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (...) {
+    return Status::Error("--memory-limit: not a size: '" + text + "'");
+  }
+  std::string unit = text.substr(pos);
+  double scale = 1;
+  if (unit.empty() || unit == "B") scale = 1;
+  else if (unit == "KiB" || unit == "K") scale = 1024.0;
+  else if (unit == "MiB" || unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "GiB" || unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB") scale = 1e3;
+  else if (unit == "MB") scale = 1e6;
+  else if (unit == "GB") scale = 1e9;
+  else return Status::Error("--memory-limit: unknown unit '" + unit + "' (B, KiB, MiB, GiB, KB, MB, GB)");
+  if (v < 0) return Status::Error("--memory-limit: negative size");
+  return static_cast<int64_t>(v * scale);
+}
+
+std::string Micros(double seconds) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.4g us", seconds * 1e6);
+  return buf;
+}
+
+std::string Bytes(double b) {
+  char buf[48];
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) {
+    b /= 1024;
+    ++u;
+  }
+  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.3g %s", b, units[u]);
+  return buf;
+}
+
+std::string CollectiveSummary(const Evaluation& e) {
+  if (e.collectives_by_kind.empty()) return "none";
+  std::string s;
+  for (const auto& [kind, n] : e.collectives_by_kind) {
+    if (!s.empty()) s += ", ";
+    s += kind + " x" + std::to_string(n);
+  }
+  return s;
+}
+
+std::string EvalLine(const Evaluation& e) {
+  if (!e.ok) return "failed: " + e.error;
+  std::string s = Micros(e.time_seconds) + " (compute " + Micros(e.compute_seconds) +
+                  ", memory traffic " + Micros(e.memory_seconds) + ", communication " +
+                  Micros(e.comm_seconds) + "), peak memory " +
+                  Bytes(static_cast<double>(e.peak_memory_bytes)) + "/device" +
+                  (e.feasible ? "" : " OVER THE LIMIT") + ", collectives: " +
+                  CollectiveSummary(e) + ", wire " + Bytes(e.wire_bytes) + "/device";
+  return s;
+}
+
+nlohmann::ordered_json EvalJson(const Evaluation& e) {
+  nlohmann::ordered_json j;
+  j["ok"] = e.ok;
+  if (!e.ok) {
+    j["error"] = e.error;
+    return j;
+  }
+  j["feasible"] = e.feasible;
+  j["time_seconds"] = e.time_seconds;
+  j["compute_seconds"] = e.compute_seconds;
+  j["memory_seconds"] = e.memory_seconds;
+  j["comm_seconds"] = e.comm_seconds;
+  j["flops"] = e.flops;
+  j["bytes_accessed"] = e.bytes_accessed;
+  j["wire_bytes"] = e.wire_bytes;
+  j["peak_memory_bytes"] = e.peak_memory_bytes;
+  j["num_collectives"] = e.num_collectives;
+  nlohmann::ordered_json kinds = nlohmann::ordered_json::object();
+  for (const auto& [k, n] : e.collectives_by_kind) kinds[k] = n;
+  j["collectives_by_kind"] = std::move(kinds);
+  nlohmann::ordered_json axes = nlohmann::ordered_json::object();
+  for (const auto& [k, v] : e.wire_bytes_by_axis) axes[k] = v;
+  j["wire_bytes_by_axis"] = std::move(axes);
+  return j;
+}
+
+StatusOr<Mesh> ResolveMesh(const AutoshardFlags& flags, const Module& module) {
+  std::string text = flags.mesh;
+  if (text.empty() && flags.num_partitions > 0) text = "all=" + std::to_string(flags.num_partitions);
+  if (text.empty())
+    for (const auto& [key, value] : module.header_attrs())
+      if (key == "mesh") text = value;
+  if (text.empty() && module.num_partitions() > 1)
+    text = "all=" + std::to_string(module.num_partitions());
+  if (text.empty())
+    return Status::Error("no mesh: give --mesh data=2,model=4 or --num-partitions N");
+  auto mesh = Mesh::Parse(text);
+  if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
+  if (flags.num_partitions > 0 && mesh->num_devices() != flags.num_partitions)
+    return Status::Error("--num-partitions " + std::to_string(flags.num_partitions) +
+                         " differs from the mesh's " + std::to_string(mesh->num_devices()) +
+                         " devices");
+  return *mesh;
+}
+
+int RunAutoshard(AutoshardFlags flags) {
+  if (!flags.memory_limit.empty()) {
+    auto bytes = ParseBytes(flags.memory_limit);
+    if (!bytes.ok()) return ReportError(bytes.status());
+    flags.machine.memory_limit_bytes = *bytes;
+  }
+  if (flags.budget < 1) return ReportError(Status::Error("--budget must be at least 1"));
+  ShardFlags load_flags;
+  load_flags.keep_batch_norm = flags.keep_batch_norm;
+  auto module_or = LoadShardedModule(flags.file, load_flags);
+  if (!module_or.ok()) return ReportError(module_or.status());
+  Module& module = **module_or;
+  if (Status st = VerifyModule(module); !st.ok()) return ReportError(st);
+  auto mesh = ResolveMesh(flags, module);
+  if (!mesh.ok()) return ReportError(mesh.status());
+  // Lift the module's own shardings onto the mesh first (no rules), so the
+  // decisions see them as the mesh_splits they become.
+  {
+    ShardSpec lift;
+    lift.mesh = *mesh;
+    lift.has_mesh = true;
+    lift.existing_axes = flags.existing_axes;
+    auto applied = ApplyShardSpec(module, lift);
+    if (!applied.ok()) return ReportError(applied.status());
+  }
+  autoshard::DecisionSpaceOptions dopts;
+  dopts.min_bytes = flags.min_bytes;
+  dopts.max_groups = flags.max_groups;
+  dopts.keep_existing = flags.keep_existing;
+  dopts.group_layers = !flags.no_group;
+  dopts.max_axes_per_dim = flags.max_axes_per_dim;
+  auto space_or = autoshard::BuildDecisionSpace(module, *mesh, dopts);
+  if (!space_or.ok()) return ReportError(space_or.status());
+  const DecisionSpace& space = *space_or;
+  autoshard::Evaluator evaluator(module, space, flags.machine, flags.existing_axes);
+
+  // Expert plans to compare with, checked before the search runs.
+  std::vector<std::pair<std::string, ShardSpec>> compare_specs;
+  for (const std::string& path : flags.compare) {
+    std::ifstream in(path);
+    if (!in) return ReportError(Status::Error(path + ": cannot open sharding spec"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    auto spec = ParseShardSpec(ss.str(), path);
+    if (!spec.ok()) return ReportError(spec.status());
+    if (!spec->has_mesh || spec->mesh.num_devices() != mesh->num_devices())
+      return ReportError(Status::Error("--compare " + path + ": its mesh must have the " +
+                                       std::to_string(mesh->num_devices()) +
+                                       " devices of the search mesh"));
+    compare_specs.emplace_back(path, std::move(*spec));
+  }
+
+  autoshard::SearchOptions sopts;
+  sopts.max_evaluations = flags.budget;
+  sopts.max_seconds = flags.time_limit;
+  sopts.seed = flags.seed;
+  sopts.restarts = flags.restarts;
+  if (!flags.quiet)
+    sopts.progress = [](const std::string& line) { std::cerr << line << std::endl; };
+  if (!flags.quiet)
+    std::cerr << "autoshard: " << space.groups.size() << " decision groups ("
+              << space.decided_tensors << " tensors), mesh " << mesh->ToString() << std::endl;
+  const autoshard::SearchResult r = autoshard::Search(evaluator, space, sopts);
+
+  std::vector<std::pair<std::string, Evaluation>> compared;
+  for (const auto& [path, spec] : compare_specs)
+    compared.emplace_back(path, evaluator.EvaluateSpec(spec));
+
+  const ShardSpec best_spec = autoshard::ChoiceToSpec(space, r.best, flags.existing_axes);
+  const std::string spec_text = autoshard::SpecToJson(
+      best_spec, "found by meshsplit autoshard " + flags.file + " (mesh " + mesh->ToString() +
+                     ", " + std::to_string(r.evaluations) + " candidates, estimated " +
+                     Micros(r.best_eval.time_seconds) + " per step)");
+  if (!flags.output.empty()) {
+    std::ofstream out(flags.output);
+    if (!out) return ReportError(Status::Error("-o: cannot write " + flags.output));
+    out << spec_text;
+  }
+
+  if (flags.json) {
+    nlohmann::ordered_json j;
+    j["file"] = flags.file;
+    j["mesh"] = mesh->ToString();
+    j["machine"] = {{"flops_per_second", flags.machine.flops_per_second},
+                    {"memory_bytes_per_second", flags.machine.memory_bytes_per_second},
+                    {"link_bytes_per_second", flags.machine.link_bytes_per_second},
+                    {"collective_latency_seconds", flags.machine.collective_latency_seconds},
+                    {"memory_limit_bytes", flags.machine.memory_limit_bytes}};
+    j["search"] = {{"groups", space.groups.size()},
+                   {"tensors", space.decided_tensors},
+                   {"evaluations", r.evaluations},
+                   {"failed", r.failed},
+                   {"cache_hits", r.cache_hits},
+                   {"descent_passes", r.descent_passes},
+                   {"restarts", r.restarts_done},
+                   {"converged", r.converged},
+                   {"stop_reason", r.stop_reason},
+                   {"seconds", r.seconds}};
+    j["initial"] = EvalJson(r.initial_eval);
+    j["best"] = EvalJson(r.best_eval);
+    nlohmann::ordered_json plan = nlohmann::ordered_json::array();
+    for (size_t g = 0; g < space.groups.size(); ++g) {
+      const auto& grp = space.groups[g];
+      plan.push_back({{"label", grp.label},
+                      {"members", grp.members},
+                      {"shape", grp.shape},
+                      {"bytes", grp.bytes},
+                      {"dims", autoshard::OptionToString(grp.options[r.best[g]], *mesh)},
+                      {"initial_dims", autoshard::OptionToString(grp.options[grp.initial], *mesh)}});
+    }
+    j["plan"] = std::move(plan);
+    nlohmann::ordered_json why = nlohmann::ordered_json::array();
+    for (const auto& a : r.why) {
+      const auto& grp = space.groups[a.group];
+      why.push_back({{"label", grp.label},
+                     {"chosen", autoshard::OptionToString(grp.options[r.best[a.group]], *mesh)},
+                     {"alternative", autoshard::OptionToString(grp.options[a.option], *mesh)},
+                     {"cost", EvalJson(a.eval)}});
+    }
+    j["why"] = std::move(why);
+    nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
+    for (const auto& [path, e] : compared) cmp.push_back({{"spec", path}, {"cost", EvalJson(e)}});
+    j["compare"] = std::move(cmp);
+    j["spec"] = nlohmann::ordered_json::parse(spec_text);
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+
+  std::ostream& os = std::cout;
+  os << "autoshard " << flags.file << ": mesh " << mesh->ToString() << ", "
+     << space.groups.size() << " decision groups (" << space.decided_tensors << " tensors)\n";
+  os << "search: " << r.evaluations << " candidates partitioned and costed (" << r.failed
+     << " failed), " << r.cache_hits << " cache hits, " << r.descent_passes
+     << " descent passes, " << r.restarts_done << " restarts, stopped: " << r.stop_reason;
+  char secs[32];
+  std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
+  os << ", " << secs << " s\n";
+  os << "objective: estimated step time = max(flops / " << flags.machine.flops_per_second
+     << ", bytes / " << flags.machine.memory_bytes_per_second << ") + sum over collectives of (wire / "
+     << flags.machine.link_bytes_per_second << " + " << flags.machine.collective_latency_seconds
+     << " s)";
+  if (flags.machine.memory_limit_bytes > 0)
+    os << ", peak memory <= " << Bytes(static_cast<double>(flags.machine.memory_limit_bytes));
+  os << "\n\n";
+  os << "initial: " << EvalLine(r.initial_eval) << "\n";
+  os << "best:    " << EvalLine(r.best_eval) << "\n";
+  for (const auto& [path, e] : compared) os << "compare " << path << ": " << EvalLine(e) << "\n";
+  os << "\nplan:\n";
+  for (size_t g = 0; g < space.groups.size(); ++g) {
+    const auto& grp = space.groups[g];
+    os << "  " << grp.label;
+    if (grp.members.size() > 1) os << " (" << grp.members.size() << " tensors)";
+    os << " " << grp.shape << " " << autoshard::OptionToString(grp.options[r.best[g]], *mesh);
+    if (r.best[g] != grp.initial)
+      os << "   (was " << autoshard::OptionToString(grp.options[grp.initial], *mesh) << ")";
+    os << "\n";
+  }
+  if (!r.why.empty()) {
+    os << "\nwhy (the best other choice for the largest tensors, all else as planned):\n";
+    for (const auto& a : r.why) {
+      const auto& grp = space.groups[a.group];
+      os << "  " << grp.label << " " << autoshard::OptionToString(grp.options[a.option], *mesh)
+         << " instead of " << autoshard::OptionToString(grp.options[r.best[a.group]], *mesh) << ": ";
+      if (!a.eval.ok) {
+        os << a.eval.error << "\n";
+        continue;
+      }
+      os << Micros(a.eval.time_seconds);
+      if (r.best_eval.ok && r.best_eval.time_seconds > 0) {
+        char buf[48];
+        std::snprintf(buf, sizeof(buf), " (%.3gx)", a.eval.time_seconds / r.best_eval.time_seconds);
+        os << buf;
+      }
+      os << ", " << CollectiveSummary(a.eval) << ", peak "
+         << Bytes(static_cast<double>(a.eval.peak_memory_bytes))
+         << (a.eval.feasible ? "" : " OVER THE LIMIT") << "\n";
+    }
+  }
+  if (!flags.output.empty()) os << "\nwrote " << flags.output << "\n";
+  return 0;
+}
+
+const bool registered = RegisterCommand(
+    "autoshard", "search shardings for inputs and weights (Automap-style) and write a spec",
+    [](CLI::App* app) {
+      auto f = std::make_shared<AutoshardFlags>();
+      app->add_option("file", f->file, "HLO or ONNX file ('-' for stdin)")->required();
+      app->add_option("--mesh", f->mesh, "device mesh 'data=2,model=4'");
+      app->add_option("--num-partitions", f->num_partitions,
+                      "number of devices (a one-axis mesh 'all=N' when --mesh is not given)");
+      app->add_option("--budget", f->budget,
+                      "at most N candidates partitioned and costed (default 300)");
+      app->add_option("--time-limit", f->time_limit,
+                      "stop the search after S seconds (default 50; 0 = no limit)");
+      app->add_option("--seed", f->seed, "seed of the restart perturbations (default 0)");
+      app->add_option("--restarts", f->restarts,
+                      "perturbation restarts after the first descent (default 3)");
+      app->add_option("--memory-limit", f->memory_limit,
+                      "peak memory per device must stay below this (bytes, or 16GiB, 512MiB...)");
+      app->add_option("--min-bytes", f->min_bytes,
+                      "tensors smaller than this are not decided (default 4096)");
+      app->add_option("--max-groups", f->max_groups,
+                      "decide only the N largest groups of tensors (default 64)");
+      app->add_flag("--keep-existing", f->keep_existing,
+                    "tensors that carry a sharding keep it (else it is only the start)");
+      app->add_flag("--no-group", f->no_group,
+                    "decide every tensor alone (default: layers of the same shape and name "
+                    "pattern decide together)");
+      app->add_option("--max-axes-per-dim", f->max_axes_per_dim,
+                      "split one tensor dim over up to N mesh axes (default 1)");
+      app->add_option("--existing-axes", f->existing_axes,
+                      "mesh axes the module's own shardings were written for (lifted first, "
+                      "as the spec key existing_axes)")
+          ->delimiter(',');
+      app->add_option("--compare", f->compare,
+                      "also cost this spec (an expert plan) with the same objective")
+          ->allow_extra_args(false);
+      app->add_option("--flops-per-second", f->machine.flops_per_second,
+                      "objective: device compute rate (default 1e14)");
+      app->add_option("--memory-bandwidth", f->machine.memory_bytes_per_second,
+                      "objective: device memory bytes per second (default 1e12)");
+      app->add_option("--link-bandwidth", f->machine.link_bytes_per_second,
+                      "objective: collective wire bytes per second (default 5e10)");
+      app->add_option("--collective-latency", f->machine.collective_latency_seconds,
+                      "objective: seconds per collective execution (default 5e-6)");
+      app->add_option("-o,--output", f->output, "write the best plan as a sharding spec JSON");
+      app->add_flag("--json", f->json, "print one JSON document");
+      app->add_flag("--quiet", f->quiet, "no progress lines on stderr");
+      app->add_flag("--keep-batch-norm", f->keep_batch_norm,
+                    "keep batch-norm ops fused (as partition --keep-batch-norm)");
+      return [f]() { return RunAutoshard(*f); };
+    });
+
+}  // namespace
+}  // namespace meshsplit::cli
