@@ -36,6 +36,21 @@ bool IsView(Opcode op) {
          op == Opcode::kOptimizationBarrier || op == Opcode::kDomain;
 }
 
+// Transfers and group collectives that move data between devices: a send's
+// operand crosses the wire once (recv receives it); collective-broadcast and
+// ragged-all-to-all are costed from their operand bytes.
+bool IsP2PCollective(Opcode op) {
+  return op == Opcode::kSend || op == Opcode::kCollectiveBroadcast ||
+         op == Opcode::kRaggedAllToAll;
+}
+
+// Values that only name an existing buffer: the -done halves of transfers
+// and set-dimension-size (the data is unchanged; only a size is recorded).
+bool IsP2PView(Opcode op) {
+  return op == Opcode::kSendDone || op == Opcode::kRecvDone ||
+         op == Opcode::kSetDimensionSize;
+}
+
 // Control ops whose work is in their called computations.
 bool IsControl(Opcode op) {
   return op == Opcode::kWhile || op == Opcode::kCall || op == Opcode::kConditional;
@@ -268,11 +283,12 @@ class CostWalker {
         continue;
       }
       p.flops += InstructionFlops(*i);
-      if (!IsView(op) && op != Opcode::kParameter && op != Opcode::kConstant) {
+      if (!IsView(op) && !IsP2PView(op) && op != Opcode::kParameter &&
+          op != Opcode::kConstant) {
         for (const Instruction* o : i->operands()) p.bytes_read += o->shape().ByteSize();
         p.bytes_written += i->shape().ByteSize();
       }
-      if (IsCollective(op)) p.collectives.push_back(Collective(*i, comp));
+      if (IsCollective(op) || IsP2PCollective(op)) p.collectives.push_back(Collective(*i, comp));
     }
     partial_cache_[comp] = p;
     return p;
@@ -306,7 +322,7 @@ class CostWalker {
           src = sources[t->operand(i->attrs().tuple_index)];
         else
           src = sources[t];
-      } else if (IsView(op) && i->operand_count() > 0) {
+      } else if ((IsView(op) || IsP2PView(op)) && i->operand_count() > 0) {
         src = sources[i->operand(0)];
       } else {
         src = {i};

@@ -9,6 +9,7 @@
 
 #include "ir/attribute_text.h"
 #include "ir/computation.h"
+#include "ir/shape_inference_p2p.h"
 #include "ir/shape_inference_util.h"
 
 namespace meshsplit {
@@ -1120,6 +1121,17 @@ StatusOr<Shape> Inferrer::Run() {
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
       return Collective();
+
+    // Point-to-point transfers and dynamic sizes (shape_inference_p2p.cc).
+    case Opcode::kSend:
+    case Opcode::kSendDone:
+    case Opcode::kRecv:
+    case Opcode::kRecvDone:
+    case Opcode::kCollectiveBroadcast:
+    case Opcode::kRaggedAllToAll:
+    case Opcode::kSetDimensionSize:
+    case Opcode::kDynamicReshape:
+      return InferP2POrDynamicSizeShape(instr_);
   }
   return Err("internal: unhandled opcode");
 }

@@ -203,5 +203,11 @@ Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr);
 Status HandleWhile(SpmdContext& ctx, const Instruction& instr);
 Status HandleConditional(SpmdContext& ctx, const Instruction& instr);
 Status HandleCall(SpmdContext& ctx, const Instruction& instr);
+// handlers/p2p_dynamic.cc: send / recv (and -done) on whole values;
+// set-dimension-size keeps its operand's layout but the sized dimension;
+// dynamic-reshape on whole values.
+Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr);
+Status HandleSetDimensionSize(SpmdContext& ctx, const Instruction& instr);
+Status HandleDynamicReshape(SpmdContext& ctx, const Instruction& instr);
 
 }  // namespace meshsplit::spmd

@@ -255,6 +255,16 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
+
+    // Transfers, broadcast, ragged exchange, dynamic sizes (handlers/p2p_dynamic.cc).
+    case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv: case Opcode::kRecvDone:
+      return HandleSendRecv(ctx, instr);
+    case Opcode::kCollectiveBroadcast: case Opcode::kRaggedAllToAll:
+      return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
+    case Opcode::kSetDimensionSize:
+      return HandleSetDimensionSize(ctx, instr);
+    case Opcode::kDynamicReshape:
+      return HandleDynamicReshape(ctx, instr);
   }
   return ctx.Fallback(instr);
 }

@@ -66,6 +66,16 @@ bool Propagator::HasSideEffect(const Instruction* i) const {
       return i->attrs().channel_id.has_value();
     case Opcode::kCollectivePermute:
       return i->attrs().channel_id.has_value();
+    // Transfers always have side effects in XLA; collective-broadcast and
+    // ragged-all-to-all count like collective-permute.
+    case Opcode::kSend:
+    case Opcode::kSendDone:
+    case Opcode::kRecv:
+    case Opcode::kRecvDone:
+      return true;
+    case Opcode::kCollectiveBroadcast:
+    case Opcode::kRaggedAllToAll:
+      return i->attrs().channel_id.has_value();
     default:
       return false;
   }

@@ -539,6 +539,20 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
       return NotPartitioned("get-dimension-size (not spatially partitioned)");
     case Opcode::kAddDependency:
       return NotPartitioned("add-dependency (not spatially partitioned)");
+    // XLA's SupportSpatialPartitioning is false for these too: no sharding
+    // of their own is inferred; only a replicated operand sharding passes.
+    case Opcode::kSend:
+    case Opcode::kSendDone:
+    case Opcode::kRecv:
+    case Opcode::kRecvDone:
+      return NotPartitioned("send / recv (not spatially partitioned)");
+    case Opcode::kCollectiveBroadcast:
+    case Opcode::kRaggedAllToAll:
+      return NotPartitioned("collective (not spatially partitioned)");
+    case Opcode::kSetDimensionSize:
+      return NotPartitioned("set-dimension-size (not spatially partitioned)");
+    case Opcode::kDynamicReshape:
+      return NotPartitioned("dynamic-reshape (not spatially partitioned)");
 
     case Opcode::kAllReduce:
     case Opcode::kCollectivePermute:

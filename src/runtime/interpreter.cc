@@ -253,6 +253,11 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return EvalCollective(k);
+
+    case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv: case Opcode::kRecvDone:
+    case Opcode::kCollectiveBroadcast: case Opcode::kRaggedAllToAll:
+    case Opcode::kSetDimensionSize: case Opcode::kDynamicReshape:
+      return EvalP2POrDynamicSize(k);  // kernels_p2p.cc
   }
   return NotSupported(instr);
 }
@@ -290,6 +295,15 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
     stack.pop_back();
     for (const Instruction* o : i->operands())
       if (live.insert(o).second) stack.push_back(o);
+    // A recv-done receives what the sends of its channel sent: they run too.
+    if (i->opcode() == Opcode::kRecvDone) {
+      const std::optional<int64_t> channel =
+          i->attrs().channel_id ? i->attrs().channel_id : i->operand(0)->attrs().channel_id;
+      for (const auto& s : c.instructions())
+        if (s->opcode() == Opcode::kSend && s->attrs().channel_id == channel &&
+            live.insert(s.get()).second)
+          stack.push_back(s.get());
+    }
     for (const Instruction* o : i->control_predecessors())
       if (live.insert(o).second) stack.push_back(o);
   }

@@ -40,6 +40,9 @@ class Interpreter {
 
   const EvalContext& ctx() const { return ctx_; }
   std::mt19937_64& rng() { return rng_; }
+  // Values sent by send ops, by channel id, until their recv-done takes
+  // them (kernels_p2p.cc).
+  std::unordered_map<int64_t, Literal>& mailbox() { return mailbox_; }
 
  private:
   struct Plan {
@@ -56,6 +59,7 @@ class Interpreter {
   EvalContext ctx_;
   std::mt19937_64 rng_;
   std::unordered_map<const Computation*, Plan> plans_;
+  std::unordered_map<int64_t, Literal> mailbox_;
 };
 
 // What a kernel gets: the instruction, its operand values, and whether each
@@ -134,6 +138,9 @@ StatusOr<Literal> EvalCustomCall(KernelArgs& k);
 StatusOr<Literal> EvalInfeed(KernelArgs& k);
 StatusOr<Literal> EvalOutfeed(KernelArgs& k);
 StatusOr<Literal> EvalCollective(KernelArgs& k);
+// kernels_p2p.cc: send / recv and their -done ops, collective-broadcast,
+// ragged-all-to-all, set-dimension-size and dynamic-reshape.
+StatusOr<Literal> EvalP2POrDynamicSize(KernelArgs& k);
 // kernels_complex.cc: c64/c128 elementwise ops, real/imag/complex, converts
 // to and from complex, and complex dots.
 bool IsComplexKernel(const KernelArgs& k);  // true when EvalComplex handles k

@@ -145,6 +145,10 @@ std::string DeviceReferenceReason(const Module& module) {
         case Opcode::kAllToAll: case Opcode::kCollectivePermute: case Opcode::kPartitionId:
         case Opcode::kReplicaId: case Opcode::kInfeed: case Opcode::kOutfeed:
           return std::string(OpcodeName(i->opcode())) + " %" + i->name();
+        // Transfers and group collectives exchange data between devices.
+        case Opcode::kSend: case Opcode::kRecv: case Opcode::kCollectiveBroadcast:
+        case Opcode::kRaggedAllToAll:
+          return std::string(OpcodeName(i->opcode())) + " %" + i->name();
         case Opcode::kCustomCall:
           if (i->attrs().custom_call_target == "SPMDFullToShardShape" ||
               i->attrs().custom_call_target == "SPMDShardToFullShape")

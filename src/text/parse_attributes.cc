@@ -268,6 +268,26 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     }
   }
 
+  // send / recv and their -done ops: a channel id; collective-broadcast and
+  // ragged-all-to-all: also replica groups (is_host_transfer and the
+  // frontend attributes stay verbatim).
+  if (OneOf(op, {Opcode::kSend, Opcode::kSendDone, Opcode::kRecv, Opcode::kRecvDone,
+                 Opcode::kCollectiveBroadcast, Opcode::kRaggedAllToAll})) {
+    if (name == "channel_id") {
+      int64_t id = 0;
+      if (!ParseInt(&id, "channel id")) return false;
+      a.channel_id = id;
+      return true;
+    }
+    if (op == Opcode::kCollectiveBroadcast || op == Opcode::kRaggedAllToAll) {
+      if (name == "replica_groups") return ParseReplicaGroups(&a.replica_groups.emplace());
+      if (name == "use_global_device_ids") return ParseBool(&a.use_global_device_ids);
+      if (name == "constrain_layout") return ParseBool(&a.constrain_layout);
+    }
+  }
+  if (name == "dimensions" && op == Opcode::kSetDimensionSize)
+    return ParseIntList(&a.dimensions, "dimensions");
+
   std::string value;
   if (!ParseVerbatim(&value, value_pos)) return false;
   a.extra.emplace_back(std::string(name), std::move(value));

@@ -448,6 +448,20 @@ class InstructionPrinter {
         TrueAttr("constrain_layout", a_.constrain_layout);
         TrueAttr("use_global_device_ids", a_.use_global_device_ids);
         break;
+      // Point-to-point transfers and their relatives (p2pops).
+      case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv:
+      case Opcode::kRecvDone:
+        if (a_.channel_id) IntAttr("channel_id", *a_.channel_id);
+        break;
+      case Opcode::kCollectiveBroadcast: case Opcode::kRaggedAllToAll:
+        if (a_.channel_id) IntAttr("channel_id", *a_.channel_id);
+        if (a_.replica_groups) Attr("replica_groups", ReplicaGroupsToString(*a_.replica_groups));
+        TrueAttr("constrain_layout", a_.constrain_layout);
+        TrueAttr("use_global_device_ids", a_.use_global_device_ids);
+        break;
+      case Opcode::kSetDimensionSize:
+        ListAttr("dimensions", a_.dimensions);
+        break;
       case Opcode::kCollectivePermute: {
         if (a_.channel_id) IntAttr("channel_id", *a_.channel_id);
         out_ += ", source_target_pairs={";

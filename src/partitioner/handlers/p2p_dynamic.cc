@@ -1,0 +1,44 @@
+// send / recv and their -done ops, collective-broadcast, ragged-all-to-all,
+// set-dimension-size and dynamic-reshape. XLA's partitioner has no rule of
+// its own for the transfers and collectives (they are not spatially
+// partitioned): they run on whole values, as collectives written in the
+// input do, so every partition exchanges exactly what the unpartitioned
+// program exchanged. set-dimension-size keeps its operand's layout except
+// along the dimension it sizes, which is made whole so that the size stays
+// the global one (as get-dimension-size returns the global size).
+// dynamic-reshape runs on whole values (our shapes are static bounds, so it
+// is a reshape of the bounds; like XLA we have no partitioned form).
+#include "partitioner/context.h"
+
+namespace meshsplit::spmd {
+
+Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr) {
+  return ctx.Fallback(instr, "a point-to-point transfer runs on whole values");
+}
+
+Status HandleSetDimensionSize(SpmdContext& ctx, const Instruction& instr) {
+  const std::vector<int64_t>& d = instr.attrs().dimensions;
+  const PartitionedValue& v = ctx.Get(instr.operand(0));
+  if (!v.shape.IsArray() || d.size() != 1 || d[0] < 0 || d[0] >= v.shape.rank() ||
+      v.sharding.IsTuple())
+    return ctx.Fallback(instr);
+  Sharding target = v.sharding;
+  if (target.IsTiled() && d[0] < target.TiledDataRank() && target.TileDim(d[0]) > 1)
+    target = ReplicateDims(target, {d[0]});
+  PartitionedValue x = Reshard(ctx.b, v, target);
+  Instruction* size = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
+  Shape local = x.hlo->shape();
+  std::vector<bool> dynamic = local.dynamic_dimensions();
+  dynamic.resize(local.rank(), false);
+  dynamic[d[0]] = true;
+  local.set_dynamic_dimensions(std::move(dynamic));
+  Instruction* r = ctx.Clone(instr, local, {x.hlo, size});
+  ctx.Set(instr, Reshard(ctx.b, {r, instr.shape(), x.sharding}, ctx.ShardingOf(instr)));
+  return Status::Ok();
+}
+
+Status HandleDynamicReshape(SpmdContext& ctx, const Instruction& instr) {
+  return ctx.Fallback(instr, "dynamic-reshape runs on whole values");
+}
+
+}  // namespace meshsplit::spmd
