@@ -225,19 +225,21 @@ ShardSpec ChoiceToSpec(const DecisionSpace& space, const Choice& choice,
 }
 
 std::string SpecToJson(const ShardSpec& spec, const std::string& comment) {
-  nlohmann::ordered_json j;
-  j["comment"] = comment;
-  j["mesh"] = spec.mesh.ToString();
-  if (!spec.existing_axes.empty()) j["existing_axes"] = spec.existing_axes;
-  nlohmann::ordered_json rules = nlohmann::ordered_json::array();
-  for (const ShardRule& r : spec.rules) {
+  // One rule per line: the file is meant to be read and edited by people.
+  std::string out = "{\n  \"comment\": " + nlohmann::json(comment).dump() + ",\n";
+  out += "  \"mesh\": " + nlohmann::json(spec.mesh.ToString()).dump() + ",\n";
+  if (!spec.existing_axes.empty())
+    out += "  \"existing_axes\": " + nlohmann::json(spec.existing_axes).dump() + ",\n";
+  out += "  \"rules\": [";
+  for (size_t r = 0; r < spec.rules.size(); ++r) {
+    const ShardRule& rule = spec.rules[r];
     nlohmann::ordered_json e;
-    e["match"] = r.match;
-    if (r.replicated) {
+    e["match"] = rule.match;
+    if (rule.replicated) {
       e["replicated"] = true;
     } else {
       nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-      for (const auto& axes : r.dims) {
+      for (const auto& axes : rule.dims) {
         if (axes.empty())
           dims.push_back(nullptr);
         else if (axes.size() == 1)
@@ -247,10 +249,10 @@ std::string SpecToJson(const ShardSpec& spec, const std::string& comment) {
       }
       e["dims"] = std::move(dims);
     }
-    rules.push_back(std::move(e));
+    out += (r ? ",\n    " : "\n    ") + e.dump();
   }
-  j["rules"] = std::move(rules);
-  return j.dump(2) + "\n";
+  out += spec.rules.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
 }
 
 }  // namespace meshsplit::autoshard

@@ -44,7 +44,7 @@ struct DecisionGroup {
 
 struct DecisionSpaceOptions {
   // Tensors smaller than this are not decided (left as the input has them).
-  int64_t min_bytes = 4096;
+  int64_t min_bytes = 1024;
   // Only the largest groups are decided; the rest are left as they are.
   int64_t max_groups = 64;
   // Tensors that already carry a sharding are not decided at all. Otherwise

@@ -141,6 +141,7 @@ class Searcher {
   // option counts) but not past the time budget.
   void Explain() {
     freeze_best_ = true;  // the alternatives are relative to the final plan
+    const int64_t before = result_.evaluations, failed_before = result_.failed;
     for (int g = 0; g < options_.why_groups && g < static_cast<int>(space_.groups.size()); ++g) {
       std::optional<Alternative> best;
       for (int o = 0; o < static_cast<int>(space_.groups[g].options.size()); ++o) {
@@ -154,6 +155,10 @@ class Searcher {
       }
       if (best) result_.why.push_back(*best);
     }
+    // Reported apart so that `evaluations` stays within the search budget.
+    result_.why_evaluations = result_.evaluations - before;
+    result_.evaluations = before;
+    result_.failed = failed_before;
   }
 
   const Evaluator& evaluator_;

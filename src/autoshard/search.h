@@ -48,8 +48,9 @@ struct SearchResult {
   Evaluation initial_eval;
   Choice best;
   Evaluation best_eval;
-  int64_t evaluations = 0;  // candidates partitioned and costed
+  int64_t evaluations = 0;  // candidates partitioned and costed by the search
   int64_t failed = 0;       // of which failed to propagate/partition
+  int64_t why_evaluations = 0;  // further candidates costed for `why`
   int64_t cache_hits = 0;   // candidates met again
   int64_t descent_passes = 0;
   int restarts_done = 0;

@@ -34,7 +34,7 @@ struct AutoshardFlags {
   uint64_t seed = 0;
   int restarts = 3;
   std::string memory_limit;
-  int64_t min_bytes = 4096;
+  int64_t min_bytes = 1024;
   int64_t max_groups = 64;
   bool keep_existing = false;
   bool no_group = false;
@@ -247,6 +247,7 @@ int RunAutoshard(AutoshardFlags flags) {
                    {"tensors", space.decided_tensors},
                    {"evaluations", r.evaluations},
                    {"failed", r.failed},
+                   {"why_evaluations", r.why_evaluations},
                    {"cache_hits", r.cache_hits},
                    {"descent_passes", r.descent_passes},
                    {"restarts", r.restarts_done},
@@ -287,7 +288,9 @@ int RunAutoshard(AutoshardFlags flags) {
   os << "autoshard " << flags.file << ": mesh " << mesh->ToString() << ", "
      << space.groups.size() << " decision groups (" << space.decided_tensors << " tensors)\n";
   os << "search: " << r.evaluations << " candidates partitioned and costed (" << r.failed
-     << " failed), " << r.cache_hits << " cache hits, " << r.descent_passes
+     << " failed)";
+  if (r.why_evaluations > 0) os << " + " << r.why_evaluations << " for the why";
+  os << ", " << r.cache_hits << " cache hits, " << r.descent_passes
      << " descent passes, " << r.restarts_done << " restarts, stopped: " << r.stop_reason;
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
@@ -355,7 +358,7 @@ const bool registered = RegisterCommand(
       app->add_option("--memory-limit", f->memory_limit,
                       "peak memory per device must stay below this (bytes, or 16GiB, 512MiB...)");
       app->add_option("--min-bytes", f->min_bytes,
-                      "tensors smaller than this are not decided (default 4096)");
+                      "tensors smaller than this are not decided (default 1024)");
       app->add_option("--max-groups", f->max_groups,
                       "decide only the N largest groups of tensors (default 64)");
       app->add_flag("--keep-existing", f->keep_existing,
