@@ -19,6 +19,7 @@
 #include <optional>
 
 #include "partitioner/context.h"
+#include "partitioner/handlers/dot_plan.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -249,6 +250,395 @@ bool TrySlicedOperandScatter(SpmdContext& ctx, const Instruction& instr,
   return true;
 }
 
+
+// Rough elements a partition sends or receives to go from `from` to `to`
+// (for choosing between whole-sharding candidates when the shardings share
+// no iota mesh).
+double RoughReshardCost(const Shape& shape, const Sharding& from, const Sharding& to) {
+  if (from == to) return 0;
+  const double elems = static_cast<double>(shape.ElementCount());
+  const int64_t rank = shape.rank();
+  if (HasUnreduced(from))
+    return 2.0 * elems / std::max<int64_t>(1, from.NumTiles()) +
+           RoughReshardCost(shape, ReduceUnreduced(from), to);
+  std::vector<int64_t> more;
+  std::vector<int64_t> ft = TileCounts(from, rank), tt = TileCounts(to, rank);
+  for (int64_t i = 0; i < rank; ++i)
+    if (tt[i] > 1 && ft[i] == 1) more.push_back(i);
+  if (ReplicateDims(to, more) == from) return 1e-3 * elems / std::max<int64_t>(1, to.NumTiles());
+  return elems / std::max<int64_t>(1, to.NumTiles()) +
+         elems / std::max<int64_t>(1, from.NumTiles());
+}
+
+// XLA partitions a gather / scatter along the tiling its inputs already
+// have (operand pass-through, index pass-through, trivial slicing, parallel
+// dims) and reshards the result afterwards, rather than moving an input to
+// suit the result. The plan weighs input moves this much more than result
+// moves to get the same choices.
+constexpr double kInputMoveWeight = 3;
+
+bool UsableForPlan(const Sharding& s) { return s.IsReplicated() || Plain(s); }
+
+std::vector<int64_t> InvertMap(const std::vector<int64_t>& to_iter, int64_t n_iter) {
+  std::vector<int64_t> inv(n_iter, -1);
+  for (size_t d = 0; d < to_iter.size(); ++d)
+    if (to_iter[d] >= 0) inv[to_iter[d]] = d;
+  return inv;
+}
+
+// The iteration-space sharding of a gather / scatter seen as a contraction
+// of two inputs (`a`, `b`) into `out`: first the mesh-axis plan of the dot
+// handler (XLA's recursive grouping: each mesh axis takes one role, so
+// operand pass-through, index-parallel and trivially sliced dims combine),
+// else the cheapest of the three values' own layouts. nullopt when no
+// candidate tiles anything.
+std::optional<Sharding> PlanIteration(const ContractionSpace& space, const Shape& a_shape,
+                                      const Shape& b_shape, const Shape& out_shape,
+                                      const Sharding& a, const Sharding& b, const Sharding& out,
+                                      int64_t num_partitions) {
+  if (!UsableForPlan(a) || !UsableForPlan(b) || !UsableForPlan(out)) return std::nullopt;
+  std::optional<Sharding> it =
+      PlanByMeshAxes(space, a_shape, b_shape, out_shape, a, b, out, num_partitions);
+  if (!it) {
+    const Sharding cands[3] = {ProjectSharding(out, InvertMap(space.out_to_iter, space.n_iter)),
+                               ProjectSharding(a, InvertMap(space.lhs_to_iter, space.n_iter)),
+                               ProjectSharding(b, InvertMap(space.rhs_to_iter, space.n_iter))};
+    double best = 0;
+    for (const Sharding& c : cands) {
+      if (!UsableForPlan(c)) continue;
+      double cost =
+          RoughReshardCost(a_shape, a, ProjectSharding(c, space.lhs_to_iter)) +
+          RoughReshardCost(b_shape, b, ProjectSharding(c, space.rhs_to_iter)) +
+          RoughReshardCost(out_shape,
+                           ProjectSharding(c, space.out_to_iter, SubgroupType::kUnreduced), out);
+      if (!it || cost < best) {
+        it = c;
+        best = cost;
+      }
+    }
+  }
+  if (!it || !it->IsTiled() || TiledDims(*it, space.n_iter).empty()) return std::nullopt;
+  return it;
+}
+
+// Indices as s32 with an explicit index vector dim (appended when the
+// indices have none).
+Instruction* IndicesWithVectorDim(SpmdBuilder& b, Instruction* idx, int64_t ivd) {
+  std::vector<int64_t> idims = idx->shape().dimensions();
+  if (ivd == static_cast<int64_t>(idims.size())) {
+    idims.push_back(1);
+    idx = b.Reshape(idx, idims);
+  }
+  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
+  return idx;
+}
+
+// Gather planned in its iteration space: the output dims that can stay
+// tiled (batch dims, offset dims whose slice spans the operand dim) plus
+// one summed dim per operand dim indexed with unit slices (trivial
+// slicing). A sharding of that space fixes the operand's layout
+// (pass-through, batching and sliced dims), the indices' (batch dims) and
+// the local result's (sliced dims become partial sums: rows outside a
+// partition's tile are zeroed and Reshard sums them). Returns false when
+// the plan tiles nothing, so the caller's simpler paths run.
+bool TryPlannedGather(SpmdContext& ctx, const Instruction& instr,
+                      const std::vector<int64_t>& out_to_op,
+                      const std::vector<int64_t>& out_to_idx) {
+  const GatherDimensionNumbers& dn = *instr.attrs().gather_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(1)->shape();
+  const std::vector<int64_t>& slice = instr.attrs().gather_slice_sizes;
+  const int64_t out_rank = instr.shape().rank(), op_rank = op_shape.rank();
+  const PrimitiveType ty = op_shape.element_type();
+  std::vector<int64_t> out_to_iter(out_rank, -1), op_to_iter(op_rank, -1),
+      idx_to_iter(idx_shape.rank(), -1);
+  for (int64_t o = 0; o < out_rank; ++o) {
+    if (out_to_idx[o] >= 0) {
+      out_to_iter[o] = o;
+      idx_to_iter[out_to_idx[o]] = o;
+    } else if (out_to_op[o] >= 0 && slice[out_to_op[o]] == op_shape.dimensions(out_to_op[o])) {
+      out_to_iter[o] = o;
+      op_to_iter[out_to_op[o]] = o;
+    }
+  }
+  for (size_t k = 0; k < dn.operand_batching_dims.size(); ++k) {
+    const int64_t i = dn.start_indices_batching_dims[k];
+    if (i < static_cast<int64_t>(idx_to_iter.size()) && idx_to_iter[i] >= 0)
+      op_to_iter[dn.operand_batching_dims[k]] = idx_to_iter[i];
+  }
+  // Trivially sliced dims: summed over (not for pred, which cannot be).
+  int64_t n_iter = out_rank;
+  std::vector<int64_t> sliced_candidates;
+  for (int64_t d = 0; d < op_rank; ++d) {
+    if (op_to_iter[d] >= 0 || !Contains(dn.start_index_map, d) || slice[d] != 1 ||
+        op_shape.dimensions(d) <= 1 || ty == PrimitiveType::PRED)
+      continue;
+    op_to_iter[d] = n_iter++;
+    sliced_candidates.push_back(d);
+  }
+  ContractionSpace space =
+      MakeContractionSpace(instr, op_to_iter, idx_to_iter, out_to_iter, n_iter);
+  const Sharding os = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  const Sharding is = NormalizeForPartitioning(ctx.Get(instr.operand(1)).sharding);
+  const Sharding out = ctx.ShardingOf(instr);
+  std::optional<Sharding> it = PlanIteration(space, op_shape, idx_shape, instr.shape(), os, is,
+                                             out, ctx.num_partitions);
+  if (!it) return false;
+  const Sharding op_s = ProjectSharding(*it, op_to_iter);
+  const Sharding idx_s = ProjectSharding(*it, idx_to_iter);
+  const Sharding partial = ProjectSharding(*it, out_to_iter, SubgroupType::kUnreduced);
+  std::vector<int64_t> sliced;
+  const std::vector<int64_t> op_tiles = TileCounts(op_s, op_rank);
+  for (int64_t d : sliced_candidates)
+    if (op_tiles[d] > 1) sliced.push_back(d);
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(
+      b, instr, sliced.empty() ? "pass-through / index-parallel dims kept tiled"
+                               : "trivially sliced operand dims -> partial sums");
+  PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+  PartitionedValue indices = ctx.OperandAs(instr, 1, idx_s);
+  const Shape local_out = LocalShape(instr.shape(), partial);
+  Instruction* idx = indices.hlo;
+  Instruction* valid = nullptr;
+  const int64_t ivd = dn.index_vector_dim;
+  if (!sliced.empty()) {
+    // Per component: clamp like the global gather, shift by the tile
+    // offset, and remember whether the row lies inside this tile.
+    idx = IndicesWithVectorDim(b, idx, ivd);
+    const std::vector<int64_t> idims = idx->shape().dimensions();
+    std::vector<int64_t> comp_dims = idims;
+    comp_dims[ivd] = 1;
+    std::vector<Instruction*> parts;
+    for (size_t k = 0; k < dn.start_index_map.size(); ++k) {
+      std::vector<int64_t> start(idims.size(), 0), limit = idims;
+      start[ivd] = k;
+      limit[ivd] = k + 1;
+      Instruction* c = b.Slice(idx, start, limit);
+      const int64_t d = dn.start_index_map[k];
+      if (Contains(sliced, d)) {
+        Instruction* lo = b.BroadcastScalar(b.ScalarS32(0), comp_dims);
+        Instruction* hi = b.BroadcastScalar(b.ScalarS32(op_shape.dimensions(d) - 1), comp_dims);
+        c = b.Binary(Opcode::kMinimum, b.Binary(Opcode::kMaximum, c, lo), hi);
+        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
+        c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
+        const int64_t local = operand.hlo->shape().dimensions(d);
+        Instruction* in_lo = b.Compare(c, lo, ComparisonDirection::kGe);
+        Instruction* in_hi = b.Compare(c, b.BroadcastScalar(b.ScalarS32(local), comp_dims),
+                                       ComparisonDirection::kLt);
+        Instruction* v = b.Binary(Opcode::kAnd, in_lo, in_hi);
+        valid = valid == nullptr ? v : b.Binary(Opcode::kAnd, valid, v);
+      }
+      parts.push_back(c);
+    }
+    idx = parts[0];
+    if (parts.size() > 1) {
+      Shape s = parts[0]->shape();
+      s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+      idx = b.Add(Opcode::kConcatenate, s, parts);
+      idx->mutable_attrs().dimensions = {ivd};
+    }
+  }
+  Instruction* g = ctx.Clone(instr, local_out, {operand.hlo, idx});
+  std::vector<int64_t>& ls = g->mutable_attrs().gather_slice_sizes;
+  for (int64_t d = 0; d < op_rank; ++d)
+    if (slice[d] == op_shape.dimensions(d)) ls[d] = operand.hlo->shape().dimensions(d);
+  if (valid != nullptr) {
+    // `valid` has the local indices' batch dims (and a unit vector dim);
+    // the output's batch dims are those dims in order.
+    std::vector<int64_t> batch_dims, out_batch;
+    const std::vector<int64_t>& vdims = valid->shape().dimensions();
+    for (int64_t d = 0; d < static_cast<int64_t>(vdims.size()); ++d)
+      if (d != ivd) batch_dims.push_back(vdims[d]);
+    for (int64_t d = 0; d < out_rank; ++d)
+      if (!Contains(dn.offset_dims, d)) out_batch.push_back(d);
+    Instruction* mask = b.Broadcast(b.Reshape(valid, batch_dims), local_out.dimensions(), out_batch);
+    g = b.Select(mask, g, b.BroadcastScalar(b.Zero(ty), local_out.dimensions()));
+  }
+  ctx.Set(instr, Reshard(b, {g, instr.shape(), partial}, out));
+  return true;
+}
+
+
+// Scatter planned in an iteration space of the updates' dims plus one dim
+// per operand dim indexed with unit windows (trivial slicing): pass-through
+// window dims and batching dims are shared by operand, updates and indices;
+// update scatter dims (indices batch dims) may be tiled when the combiner
+// allows the partitions' pieces to be combined afterwards (add: partial
+// sums; min / max: an all-reduce of the same op over copies of the
+// operand); trivially sliced operand dims are tiled on the operand alone,
+// each partition scattering into its tile with shifted indices (updates
+// outside the tile are out of bounds there and skipped). The mesh-axis plan
+// combines them as XLA's recursive grouping does. Returns false when the
+// plan tiles nothing.
+bool TryPlannedScatter(SpmdContext& ctx, const Instruction& instr, int64_t k,
+                       const std::vector<int64_t>& upd_to_op,
+                       const std::vector<int64_t>& upd_to_idx, bool add,
+                       std::optional<Opcode> idempotent) {
+  const ScatterDimensionNumbers& dn = *instr.attrs().scatter_dnums;
+  const Shape& op_shape = instr.operand(0)->shape();
+  const Shape& idx_shape = instr.operand(k)->shape();
+  const Shape& upd_shape = instr.operand(k + 1)->shape();
+  const int64_t op_rank = op_shape.rank(), upd_rank = upd_shape.rank();
+  const bool variadic = k > 1;
+  const PrimitiveType ty = op_shape.element_type();
+  const Sharding out_all = ctx.ShardingOf(instr);
+  const Sharding out = variadic ? out_all.tuple_elements()[0] : out_all;
+  const bool summable = !variadic && (add || idempotent.has_value());
+  // Iteration dims: the update dims first, then the sliced operand dims.
+  std::vector<int64_t> upd_to_iter(upd_rank, -1), idx_to_iter(idx_shape.rank(), -1),
+      op_to_iter(op_rank, -1);
+  std::vector<int64_t> summed_iters;  // update scatter dims that are summed over
+  for (int64_t u = 0; u < upd_rank; ++u) {
+    const int64_t d = upd_to_op[u];
+    if (d >= 0 && upd_shape.dimensions(u) == op_shape.dimensions(d)) {
+      upd_to_iter[u] = u;
+      op_to_iter[d] = u;
+    }
+  }
+  for (int64_t u = 0; u < upd_rank; ++u) {
+    if (upd_to_idx[u] < 0) continue;
+    const int64_t i = upd_to_idx[u];
+    int64_t batching_op_dim = -1;
+    for (size_t j = 0; j < dn.scatter_indices_batching_dims.size(); ++j)
+      if (dn.scatter_indices_batching_dims[j] == i) batching_op_dim = dn.input_batching_dims[j];
+    if (batching_op_dim >= 0) {
+      op_to_iter[batching_op_dim] = u;
+    } else if (!summable) {
+      continue;  // must stay whole
+    } else {
+      summed_iters.push_back(u);
+    }
+    upd_to_iter[u] = u;
+    idx_to_iter[i] = u;
+  }
+  int64_t n_iter = upd_rank;
+  std::vector<int64_t> sliced_candidates;
+  for (int64_t d = 0; d < op_rank; ++d) {
+    if (op_to_iter[d] >= 0 || op_shape.dimensions(d) <= 1 ||
+        !Contains(dn.scatter_dims_to_operand_dims, d) || Contains(dn.input_batching_dims, d))
+      continue;
+    bool unit = Contains(dn.inserted_window_dims, d);
+    for (int64_t u = 0; u < upd_rank; ++u)
+      if (upd_to_op[u] == d && upd_shape.dimensions(u) == 1) unit = true;
+    if (!unit) continue;
+    op_to_iter[d] = n_iter++;
+    sliced_candidates.push_back(d);
+  }
+  ContractionSpace space;
+  space.lhs_to_iter = upd_to_iter;
+  space.rhs_to_iter = idx_to_iter;
+  space.out_to_iter = op_to_iter;
+  space.n_iter = n_iter;
+  space.iter_sizes.assign(n_iter, 1);
+  space.contracting.assign(n_iter, false);
+  for (int64_t u = 0; u < upd_rank; ++u) space.iter_sizes[u] = upd_shape.dimensions(u);
+  for (size_t j = 0; j < sliced_candidates.size(); ++j)
+    space.iter_sizes[upd_rank + j] = op_shape.dimensions(sliced_candidates[j]);
+  for (int64_t u : summed_iters) space.contracting[u] = true;
+  // The result's layout steers the plan; when it tiles nothing, the
+  // operand's (the result is resharded afterwards).
+  Sharding target = NormalizeForPartitioning(out);
+  if (!Plain(target))
+    target = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  const Sharding us = NormalizeForPartitioning(ctx.Get(instr.operand(k + 1)).sharding);
+  const Sharding is = NormalizeForPartitioning(ctx.Get(instr.operand(k)).sharding);
+  std::optional<Sharding> it = PlanIteration(space, upd_shape, idx_shape, op_shape, us, is,
+                                             target, ctx.num_partitions);
+  if (!it) return false;
+  const std::vector<int64_t> it_tiles = TileCounts(*it, n_iter);
+  std::vector<int64_t> summed, summed_upd;
+  for (int64_t u : summed_iters)
+    if (it_tiles[u] > 1) {
+      summed.push_back(u);
+      summed_upd.push_back(u);
+    }
+  if (variadic && !summed.empty()) return false;
+  const Sharding op_s = ProjectSharding(*it, op_to_iter);
+  const Sharding idx_s = ProjectSharding(*it, idx_to_iter);
+  const Sharding upd_s = ProjectSharding(*it, upd_to_iter);
+  std::vector<int64_t> sliced;
+  const std::vector<int64_t> op_tiles = TileCounts(op_s, op_rank);
+  for (int64_t d : sliced_candidates)
+    if (op_tiles[d] > 1) sliced.push_back(d);
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(
+      b, instr, !summed.empty() ? "update scatter dims tiled -> pieces combined"
+                                : "pass-through / sliced dims kept tiled");
+  Instruction* idx = ctx.OperandAs(instr, k, idx_s).hlo;
+  if (!sliced.empty()) {
+    // Indices shifted into each partition's tile along the sliced dims.
+    const int64_t ivd = dn.index_vector_dim;
+    idx = IndicesWithVectorDim(b, idx, ivd);
+    const std::vector<int64_t> idims = idx->shape().dimensions();
+    std::vector<int64_t> comp_dims = idims;
+    comp_dims[ivd] = 1;
+    std::vector<Instruction*> parts;
+    for (size_t c = 0; c < dn.scatter_dims_to_operand_dims.size(); ++c) {
+      std::vector<int64_t> start(idims.size(), 0), limit = idims;
+      start[ivd] = c;
+      limit[ivd] = c + 1;
+      Instruction* comp = b.Slice(idx, start, limit);
+      const int64_t d = dn.scatter_dims_to_operand_dims[c];
+      if (Contains(sliced, d)) {
+        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
+        comp = b.Binary(Opcode::kSubtract, comp, b.BroadcastScalar(off, comp_dims));
+      }
+      parts.push_back(comp);
+    }
+    idx = parts[0];
+    if (parts.size() > 1) {
+      Shape s = parts[0]->shape();
+      s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+      idx = b.Add(Opcode::kConcatenate, s, parts);
+      idx->mutable_attrs().dimensions = {ivd};
+    }
+  }
+  const Shape local_op = LocalShape(op_shape, op_s);
+  if (variadic) {
+    std::vector<Instruction*> operands;
+    for (int64_t j = 0; j < k; ++j) operands.push_back(ctx.OperandAs(instr, j, op_s).hlo);
+    operands.push_back(idx);
+    for (int64_t j = 0; j < k; ++j)
+      operands.push_back(ctx.OperandAs(instr, k + 1 + j, upd_s).hlo);
+    std::vector<Shape> locals;
+    for (int64_t j = 0; j < k; ++j)
+      locals.push_back(LocalShape(instr.shape().tuple_shapes(j), op_s));
+    Instruction* s = ctx.Clone(instr, Shape::Tuple(locals), operands);
+    ctx.Set(instr, Reshard(b, {s, instr.shape(), Sharding::SingleTuple(k, op_s)}, out_all));
+    return true;
+  }
+  PartitionedValue updates = ctx.OperandAs(instr, 2, upd_s);
+  if (summed.empty()) {
+    PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+    Instruction* s = ctx.Clone(instr, local_op, {operand.hlo, idx, updates.hlo});
+    ctx.Set(instr, Reshard(b, {s, instr.shape(), op_s}, out));
+    return true;
+  }
+  if (idempotent) {
+    // Every partition scatters its updates (padding set to the combiner's
+    // identity) into its copy of the operand tile; an all-reduce of the same
+    // op over the partitions that differ only in the summed dims combines
+    // the copies.
+    PartitionedValue operand = ctx.OperandAs(instr, 0, op_s);
+    Instruction* upd = MaskPadding(b, updates, summed_upd,
+                                   b.ScalarConstant(ty, CombinerIdentity(*idempotent, ty)));
+    Instruction* s = ctx.Clone(instr, local_op, {operand.hlo, idx, upd});
+    Instruction* r = b.AllReduce(s, it->GroupsAlongDims(summed), b.Reducer(*idempotent, ty));
+    ctx.Set(instr, Reshard(b, {r, instr.shape(), op_s}, out));
+    return true;
+  }
+  // add: scatter this partition's updates (padding zeroed) into zeros; the
+  // partial sums are reduced by Reshard and added to the operand.
+  const Sharding partial = ProjectSharding(*it, op_to_iter, SubgroupType::kUnreduced);
+  Instruction* upd = MaskPadding(b, updates, summed_upd, b.Zero(ty));
+  Instruction* zeros = b.BroadcastScalar(b.Zero(ty), local_op.dimensions());
+  Instruction* s = ctx.Clone(instr, local_op, {zeros, idx, upd});
+  PartitionedValue sum = Reshard(b, {s, instr.shape(), partial}, out);
+  PartitionedValue operand = ctx.OperandAs(instr, 0, out);
+  ctx.Set(instr, {b.Binary(Opcode::kAdd, operand.hlo, sum.hlo), instr.shape(), out});
+  return true;
+}
+
 }  // namespace
 
 Status HandleGather(SpmdContext& ctx, const Instruction& instr) {
@@ -296,6 +686,7 @@ Status HandleGather(SpmdContext& ctx, const Instruction& instr) {
     if (o >= 0) op_to_out[dn.operand_batching_dims[k]] = o;
   }
 
+  if (TryPlannedGather(ctx, instr, out_to_op, out_to_idx)) return Status::Ok();
   Sharding local = Plain(out) ? KeepDims(out, out_rank, local_dims) : Sharding::Replicate();
   if (local.IsTiled() && !TiledDims(local, out_rank).empty()) {
     Sharding op_s = ProjectSharding(local, op_to_out);
@@ -381,6 +772,8 @@ Status HandleScatter(SpmdContext& ctx, const Instruction& instr) {
   }
   const std::optional<Opcode> idempotent =
       variadic || add ? std::nullopt : IdempotentCombiner(instr.to_apply(), op_shape.element_type());
+  if (TryPlannedScatter(ctx, instr, k, upd_to_op, upd_to_idx, add, idempotent))
+    return Status::Ok();
   // The update sharding: the updates' own, else the result's carried over
   // the pass-through and batching dims.
   std::vector<int64_t> allowed = passthrough;
