@@ -204,7 +204,8 @@ ShardSpec ChoiceToSpec(const DecisionSpace& space, const Choice& choice,
   for (size_t gi = 0; gi < space.groups.size(); ++gi) {
     const DecisionGroup& g = space.groups[gi];
     const int o = choice[gi];
-    if (o == 0 && !g.had_sharding) continue;
+    // Nothing to say when the tensor keeps what the input gave it.
+    if (g.had_sharding ? o == g.initial : o == 0) continue;
     ShardRule rule;
     if (o == 0) {
       rule.replicated = true;

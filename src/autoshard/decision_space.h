@@ -86,8 +86,9 @@ Choice InitialChoice(const DecisionSpace& space);
 std::string OptionToString(const DimsMapping& option, const Mesh& mesh);
 
 // The sharding spec that applies `choice`: the mesh, `existing_axes`, and one
-// rule per group (a glob when exact, else one per member). Option 0 gets a
-// rule only when the group had a sharding to override.
+// rule per group whose choice differs from what the input already has (a
+// glob when exact, else one per member); "unsplit" for a tensor that had a
+// sharding is an explicit "replicated" rule.
 ShardSpec ChoiceToSpec(const DecisionSpace& space, const Choice& choice,
                        const std::vector<std::string>& existing_axes = {});
 

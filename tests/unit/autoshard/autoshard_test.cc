@@ -143,8 +143,10 @@ ENTRY e {
   Choice c = InitialChoice(*space);
   c[0] = 0;
   ShardSpec spec = ChoiceToSpec(*space, c);
-  ASSERT_EQ(spec.rules.size(), 2u);
+  ASSERT_EQ(spec.rules.size(), 1u);  // b keeps its own {replicated}: no rule
+  EXPECT_EQ(spec.rules[0].match, "a");
   EXPECT_TRUE(spec.rules[0].replicated);
+  EXPECT_TRUE(ChoiceToSpec(*space, InitialChoice(*space)).rules.empty());
   opts.keep_existing = true;
   auto kept = BuildDecisionSpace(**module, MakeMesh("model=4"), opts);
   ASSERT_TRUE(kept.ok());
