@@ -2,6 +2,7 @@
 // with a cache and evaluation/time budgets.
 #include "autoshard/search.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -136,25 +137,40 @@ class Searcher {
     return true;
   }
 
-  // The best single-group alternative for the largest groups. These few
-  // evaluations may go past the evaluation budget (at most the groups'
-  // option counts) but not past the time budget.
+  // The best single-group alternative for the largest groups: cached
+  // candidates first, then fresh ones within their own small budget (not the
+  // search's) and the time budget.
   void Explain() {
     freeze_best_ = true;  // the alternatives are relative to the final plan
     const int64_t before = result_.evaluations, failed_before = result_.failed;
-    for (int g = 0; g < options_.why_groups && g < static_cast<int>(space_.groups.size()); ++g) {
-      std::optional<Alternative> best;
-      for (int o = 0; o < static_cast<int>(space_.groups[g].options.size()); ++o) {
-        if (o == result_.best[g]) continue;
-        Choice cand = result_.best;
-        cand[g] = o;
-        const bool cached = cache_.count(Key(cand)) > 0;
-        if (!cached && options_.max_seconds > 0 && Elapsed() >= options_.max_seconds) continue;
-        Evaluation e = *Eval(cand, /*budgeted=*/false);
-        if (!best || Better(e, best->eval)) best = Alternative{g, o, e};
+    const int64_t why_budget = options_.max_why_evaluations >= 0
+                                   ? options_.max_why_evaluations
+                                   : std::max<int64_t>(10, options_.max_evaluations / 4);
+    const int num_groups = std::min<int>(options_.why_groups, space_.groups.size());
+    std::vector<std::optional<Alternative>> best(num_groups);
+    for (bool fresh : {false, true}) {
+      for (int g = 0; g < num_groups; ++g) {
+        const int num_opts = static_cast<int>(space_.groups[g].options.size());
+        for (int o = 0; o < num_opts; ++o) {
+          if (o == result_.best[g]) continue;
+          Choice cand = result_.best;
+          cand[g] = o;
+          if (cache_.count(Key(cand)) > 0 ? fresh : !fresh) continue;
+          if (fresh && (result_.evaluations - before >= why_budget ||
+                        (options_.max_seconds > 0 && Elapsed() >= options_.max_seconds)))
+            continue;
+          Evaluation e = *Eval(cand, /*budgeted=*/false);
+          if (!best[g]) best[g] = Alternative{g, o, e, 0, num_opts - 1};
+          ++best[g]->costed;
+          if (Better(e, best[g]->eval)) {
+            best[g]->option = o;
+            best[g]->eval = e;
+          }
+        }
       }
-      if (best) result_.why.push_back(*best);
     }
+    for (auto& a : best)
+      if (a) result_.why.push_back(*a);
     // Reported apart so that `evaluations` stays within the search budget.
     result_.why_evaluations = result_.evaluations - before;
     result_.evaluations = before;

@@ -30,8 +30,11 @@ struct SearchOptions {
   int restarts = 3;
   int perturb_groups = 3;
   // For this many of the largest groups, the best single-group alternative
-  // to the chosen plan is reported (evaluated if the descent did not).
+  // to the chosen plan is reported, from the cache and from at most
+  // `max_why_evaluations` further candidates (-1: a quarter of
+  // max_evaluations, at least 10).
   int why_groups = 5;
+  int64_t max_why_evaluations = -1;
   // Called about every two seconds with a progress line; empty = silent.
   std::function<void(const std::string&)> progress;
 };
@@ -41,6 +44,8 @@ struct Alternative {
   int group = 0;
   int option = 0;
   Evaluation eval;
+  int costed = 0;   // alternatives of the group that were costed
+  int options = 0;  // alternatives of the group (its options but the chosen)
 };
 
 struct SearchResult {

@@ -273,6 +273,8 @@ int RunAutoshard(AutoshardFlags flags) {
       why.push_back({{"label", grp.label},
                      {"chosen", autoshard::OptionToString(grp.options[r.best[a.group]], *mesh)},
                      {"alternative", autoshard::OptionToString(grp.options[a.option], *mesh)},
+                     {"alternatives_costed", a.costed},
+                     {"alternatives", a.options},
                      {"cost", EvalJson(a.eval)}});
     }
     j["why"] = std::move(why);
@@ -333,7 +335,10 @@ int RunAutoshard(AutoshardFlags flags) {
       }
       os << ", " << CollectiveSummary(a.eval) << ", peak "
          << Bytes(static_cast<double>(a.eval.peak_memory_bytes))
-         << (a.eval.feasible ? "" : " OVER THE LIMIT") << "\n";
+         << (a.eval.feasible ? "" : " OVER THE LIMIT");
+      if (a.costed < a.options)
+        os << " (best of " << a.costed << " of " << a.options << " alternatives costed)";
+      os << "\n";
     }
   }
   if (!flags.output.empty()) os << "\nwrote " << flags.output << "\n";
