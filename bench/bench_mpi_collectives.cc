@@ -5,7 +5,7 @@
 // mpirun, e.g.
 //   mpirun -np 2 build/bench/bench_mpi_collectives
 //   mpirun -np 4 --oversubscribe build/bench/bench_mpi_collectives --rounds 25
-// Flags: --rounds R (default 15; cheap cases run more rounds, up to 4R,
+// Flags: --rounds R (default 15; cheap cases run more rounds, up to 20R,
 // until they have taken a second), --max-bytes B (skip larger sizes),
 // --no-check (our backend without the per-collective agreement check),
 // --json (one JSON document instead of the table).
@@ -77,10 +77,12 @@ int Main(int argc, char** argv) {
     // `bytes` is the result per rank, resp. one block per destination).
     std::vector<float> in(count * n), out(count * n);
     for (int64_t i = 0; i < count * n; ++i) in[i] = static_cast<float>((i + rank) % 97) * 0.25f;
-    // Short rounds (about 16 MiB of traffic, at least 2 operations), many of
-    // them: on a loaded machine the fastest of many short rounds is the one
-    // least disturbed by other processes.
-    const int iterations = static_cast<int>(std::clamp<int64_t>((16 << 20) / bytes / n, 2, 2000));
+    // Short rounds (about 1 MiB of traffic, 2 to 250 operations: about 0.1 ms
+    // for the smallest), many of them: on a loaded machine the fastest of many
+    // short rounds is the one least disturbed by other processes. With 2000
+    // operations per round (1 ms) the best 8-byte rounds of either side
+    // varied by 10-20% between runs.
+    const int iterations = static_cast<int>(std::clamp<int64_t>((1 << 20) / bytes / n, 2, 250));
     const std::vector<int64_t> dims = {count};
     const std::vector<int64_t> blocks = {count * n};
     Status status = Status::Ok();
@@ -126,7 +128,7 @@ int Main(int argc, char** argv) {
       (*raw)();
       double best_ours = 1e30, best_raw = 1e30;
       std::vector<double> paired;  // raw / ours of back-to-back rounds
-      // At least `rounds` rounds; cheap cases keep going (up to 4x as many)
+      // At least `rounds` rounds; cheap cases keep going (up to 20x as many)
       // until they have spent kCaseSeconds, since the fastest of a few short
       // rounds on a loaded, oversubscribed machine says more about the
       // scheduler than about either side. The spent time is the slowest
@@ -134,7 +136,7 @@ int Main(int argc, char** argv) {
       // round.
       constexpr double kCaseSeconds = 1.0;
       double spent = 0;
-      for (int r = 0; r < rounds || (spent < kCaseSeconds && r < 4 * rounds); ++r) {
+      for (int r = 0; r < rounds || (spent < kCaseSeconds && r < 20 * rounds); ++r) {
         double t_raw = 0;  // alternate which goes first
         if (r % 2) t_raw = TimeRound(*raw, iterations);
         const double t_ours = TimeRound(*ours, iterations);
@@ -163,11 +165,11 @@ int Main(int argc, char** argv) {
       MPI_Allgather(mine.data(), static_cast<int>(mine.size()), MPI_BYTE, all.data(),
                     static_cast<int>(mine.size()), MPI_BYTE, MPI_COMM_WORLD);
     };
-    for (int r = 0; r < rounds; ++r) envelope = std::min(envelope, TimeRound(op, 2000));
+    for (int r = 0; r < 10 * rounds; ++r) envelope = std::min(envelope, TimeRound(op, 250));
   }
-  // The same exchange as point-to-point messages (every rank posts all its
-  // receives and sends at once), which is how the agreement exchanges it at
-  // 3 to 8 ranks (at 2, MPI_Allgather; see docs/mpi.md).
+  // The same exchange as point-to-point messages, which is how the agreement
+  // exchanges it at 2 to 8 ranks: one MPI_Sendrecv at 2, else every rank
+  // posts all its receives and sends at once (see docs/mpi.md).
   double envelope_p2p = 1e30;
   if (n > 1 && n <= 8) {
     MPI_Comm comm;
@@ -176,6 +178,11 @@ int Main(int argc, char** argv) {
     std::vector<unsigned char> mine(e), all(e * n);
     std::vector<MPI_Request> requests(2 * n);
     auto op = [&] {
+      if (n == 2) {
+        MPI_Sendrecv(mine.data(), e, MPI_BYTE, 1 - rank, 0, all.data() + (1 - rank) * e, e,
+                     MPI_BYTE, 1 - rank, 0, comm, MPI_STATUS_IGNORE);
+        return;
+      }
       int k = 0;
       for (int q = 0; q < n; ++q)
         if (q != rank) MPI_Irecv(all.data() + q * e, e, MPI_BYTE, q, 0, comm, &requests[k++]);
@@ -183,7 +190,8 @@ int Main(int argc, char** argv) {
         if (q != rank) MPI_Isend(mine.data(), e, MPI_BYTE, q, 0, comm, &requests[k++]);
       MPI_Waitall(k, requests.data(), MPI_STATUSES_IGNORE);
     };
-    for (int r = 0; r < rounds; ++r) envelope_p2p = std::min(envelope_p2p, TimeRound(op, 2000));
+    for (int r = 0; r < 10 * rounds; ++r)
+      envelope_p2p = std::min(envelope_p2p, TimeRound(op, 250));
     MPI_Comm_free(&comm);
   }
   if (rank == 0) {
@@ -216,7 +224,7 @@ int Main(int argc, char** argv) {
     std::printf("raw MPI_Allgather of the %lld-byte agreement envelope: %.2f us\n",
                 static_cast<long long>(MpiCommunicator::kEnvelopeBytes), envelope * 1e6);
     if (envelope_p2p < 1e30)
-      std::printf("raw point-to-point exchange of the envelope (the agreement's form at 3-8 "
+      std::printf("raw point-to-point exchange of the envelope (the agreement's form at 2-8 "
                   "ranks): %.2f us\n",
                   envelope_p2p * 1e6);
     std::printf("%-20s %10s %12s %12s %10s %7s %7s %7s\n", "op", "bytes/rank", "ours us",
