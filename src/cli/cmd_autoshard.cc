@@ -316,6 +316,12 @@ int RunAutoshard(AutoshardFlags flags) {
     if (r.best[g] != grp.initial)
       os << "   (was " << autoshard::OptionToString(grp.options[grp.initial], *mesh) << ")";
     os << "\n";
+    // A pattern that does not name its members alone: list them.
+    if (grp.members.size() > 1 && !grp.label_is_exact_glob) {
+      os << "     ";
+      for (size_t k = 0; k < grp.members.size(); ++k) os << (k ? ", " : " ") << grp.members[k];
+      os << "\n";
+    }
   }
   if (!r.why.empty()) {
     os << "\nwhy (the best other choice for the largest tensors, all else as planned):\n";
