@@ -67,6 +67,19 @@ uint64_t GroupsHash(const CommGroups& groups) {
   return sig.value();
 }
 
+// Row-major strides (in elements) of `dims`, written into `strides` so that
+// its capacity is reused; returns `strides`.
+const std::vector<int64_t>& StridesInto(std::span<const int64_t> dims,
+                                        std::vector<int64_t>& strides) {
+  strides.resize(dims.size());
+  int64_t stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return strides;
+}
+
 const unsigned char* Bytes(const void* p) {
   return static_cast<const unsigned char*>(p);
 }
@@ -351,6 +364,7 @@ MpiCommunicator::MpiCommunicator() {
   size_ = size;
   inline_.resize(size_);
   envelopes_.resize(size_ * kEnvelopeBytes);
+  if (UsesPointToPointAgreement()) outgoing_.resize(size_ * kEnvelopeBytes);
   // The agreement's own duplicate of the world, for its point-to-point form
   // (so its messages cannot match a program's). Made here, where every rank
   // is at the same point, not on first use: ranks that later diverge must
@@ -372,7 +386,8 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
-                              const void* payload, int64_t inline_bytes) {
+                              const void* payload, int64_t inline_bytes,
+                              bool per_destination) {
   if (!check_agreement_) return local;  // a local error then stops only us
   // Chain this collective into the history (splitmix64's finaliser as mixer).
   uint64_t h = (history_ ^ signature) * 0xbf58476d1ce4e5b9ull;
@@ -390,24 +405,42 @@ Status MpiCommunicator::Agree(uint64_t signature, const Status& local,
                                          ((history_ >> 50) & kWordHashMask))
                  : 0;
   std::memcpy(mine + kInlineBytes, &word, 2);
+  // With a payload per destination, the envelope to rank q carries
+  // payload[q]; only the point-to-point forms can send different envelopes.
+  MS_CHECK(!per_destination || (inlined && UsesPointToPointAgreement()));
+  const unsigned char* to_rank = mine;  // envelope q is to_rank + q * step
+  int64_t step = 0;
+  if (per_destination) {
+    for (int64_t q = 0; q < size_; ++q) {
+      unsigned char* e = outgoing_.data() + q * kEnvelopeBytes;
+      std::memcpy(e, mine, kEnvelopeBytes);
+      if (payload != nullptr) std::memcpy(e, Bytes(payload) + q * kInlineBytes, kInlineBytes);
+    }
+    to_rank = outgoing_.data();
+    step = kEnvelopeBytes;
+  }
   if (size_ == 2) {
     // One MPI_Sendrecv: at np 2 it is 10-20 ns cheaper than MPI_Allgather
     // or a pair of nonblocking calls (0.37 us against 0.39 us for 10 bytes
     // here, best of 300 rounds), and that is a third of what the agreement
     // adds to a small collective.
     const int peer = 1 - static_cast<int>(rank_);
-    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
-    MPI_Sendrecv(mine, kEnvelopeBytes, MPI_BYTE, peer, kTagEnvelope,
+    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, to_rank + rank_ * step,
+                kEnvelopeBytes);
+    MPI_Sendrecv(to_rank + peer * step, kEnvelopeBytes, MPI_BYTE, peer, kTagEnvelope,
                  envelopes_.data() + peer * kEnvelopeBytes, kEnvelopeBytes, MPI_BYTE, peer,
                  kTagEnvelope, agreement_comm_, MPI_STATUS_IGNORE);
   } else if (UsesPointToPointAgreement()) {
     // One step of point-to-point messages instead of MPI_Allgather's two or
     // more dependent steps (recursive doubling, ring): each step is a trip
     // through the scheduler when ranks share cores. Own envelope included.
-    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, mine, kEnvelopeBytes);
+    std::memcpy(envelopes_.data() + rank_ * kEnvelopeBytes, to_rank + rank_ * step,
+                kEnvelopeBytes);
     ExchangeLinear(
         agreement_comm_, size_, rank_, kTagEnvelope, requests_,
-        [&](int64_t) { return std::pair{static_cast<const void*>(mine), kEnvelopeBytes}; },
+        [&](int64_t q) {
+          return std::pair{static_cast<const void*>(to_rank + q * step), kEnvelopeBytes};
+        },
         [&](int64_t q) { return std::pair{envelopes_.data() + q * kEnvelopeBytes, kEnvelopeBytes}; });
   } else {
     MPI_Allgather(mine, kEnvelopeBytes, MPI_BYTE, envelopes_.data(), kEnvelopeBytes, MPI_BYTE,
@@ -763,6 +796,31 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
                           " is not divisible by the group size " + std::to_string(g));
   const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
   if (local.ok()) local = CheckBytes(elems * w, "reduce-scatter");
+  const int64_t outer = local.ok() ? Product(dims, 0, dimension) : 0;
+  const int64_t block =
+      local.ok() ? dims[dimension] / g * Product(dims, dimension + 1, dims.size()) : 0;
+  const int64_t part = outer * block * w;  // bytes for one destination
+  // parts + q * part: what goes to the member at position q (block q of
+  // every outer row). Scattering the outermost dim (outer 1), the parts are
+  // contiguous in `input` and are sent from there; otherwise they are packed.
+  const unsigned char* parts = Bytes(input);
+  if (local.ok() && outer != 1) {
+    send_.resize(std::max<int64_t>(1, part * g));
+    for (int64_t q = 0; q < g; ++q)
+      for (int64_t o = 0; o < outer; ++o)
+        std::memcpy(send_.data() + q * part + o * block * w,
+                    Bytes(input) + (o * g + q) * block * w, block * w);
+    parts = send_.data();
+  }
+  // Small parts ride in the agreement's envelopes, one exchange instead of
+  // two.
+  const bool inlined = InlinedPerDestination(part);
+  if (local.ok() && inlined) {
+    per_destination_.resize(size_ * kInlineBytes);
+    for (int64_t k = 0; k < g; ++k)
+      std::memcpy(per_destination_.data() + found->membership.members[k] * kInlineBytes,
+                  parts + k * part, part);
+  }
   MS_RETURN_IF_ERROR(Agree(Signature(kTagReduceScatter)
                                .Add(static_cast<uint64_t>(type))
                                .Add(static_cast<uint64_t>(kind))
@@ -770,23 +828,19 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
                                .Add(dimension)
                                .Add(found != nullptr ? found->hash : 0)
                                .value(),
-                           local));
+                           local, local.ok() && inlined ? per_destination_.data() : nullptr,
+                           inlined ? part : -1, inlined));
   const Group* group = Comm(found);
-  const int64_t outer = Product(dims, 0, dimension);
-  const int64_t block = dims[dimension] / g * Product(dims, dimension + 1, dims.size());
-  const int64_t part = outer * block * w;  // bytes for one destination
   const int64_t p = found->membership.position;
-  // parts + q * part: what goes to the member at position q (block q of
-  // every outer row). Scattering the outermost dim (outer 1), the parts are
-  // contiguous in `input` and are sent from there; otherwise they are packed.
-  const unsigned char* parts = Bytes(input);
-  if (outer != 1) {
-    send_.resize(std::max<int64_t>(1, part * g));
-    for (int64_t q = 0; q < g; ++q)
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(send_.data() + q * part + o * block * w,
-                    Bytes(input) + (o * g + q) * block * w, block * w);
-    parts = send_.data();
+  std::vector<const void*>& inputs = inputs_;
+  inputs.resize(g);
+  if (inlined) {  // every part for us, our own included, came with the agreement
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t k = 0; k < g; ++k)
+        inputs[k] = Inline(found->membership.members[k]) + o * block * w;
+      ReduceInOrder(kind, type, inputs, Bytes(output) + o * block * w, block);
+    }
+    return Status::Ok();
   }
   recv_.resize(std::max<int64_t>(1, part * g));
   if (g <= kLinearMaxGroup) {
@@ -802,8 +856,6 @@ Status MpiCommunicator::ReduceScatter(const void* input, void* output,
   // fold writes `output`; if `output` is `input` (outer 1), it is either
   // exactly our part (p = 0), which ReduceInOrder allows, or part 0, which
   // is no longer read.
-  std::vector<const void*>& inputs = inputs_;
-  inputs.resize(g);
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t k = 0; k < g; ++k) inputs[k] = recv_.data() + k * part + o * block * w;
     inputs[p] = parts + p * part + o * block * w;
@@ -831,23 +883,17 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
                           " is not divisible by the group size " + std::to_string(g));
   const int64_t elems = local.ok() ? Product(dims, 0, dims.size()) : 0;
   if (local.ok()) local = CheckBytes(elems * w, "all-to-all");
-  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllToAll)
-                               .Add(static_cast<uint64_t>(type))
-                               .Add(dims)
-                               .Add(split_dimension)
-                               .Add(concat_dimension)
-                               .Add(found != nullptr ? found->hash : 0)
-                               .value(),
-                           local));
-  const Group* group = Comm(found);
-  std::vector<int64_t> block(dims.begin(), dims.end());
-  block[split_dimension] /= g;
-  std::vector<int64_t> out_dims = block;
-  out_dims[concat_dimension] *= g;
-  const std::vector<int64_t> in_dims(dims.begin(), dims.end());
-  const auto in_strides = RowMajorStrides(in_dims);
-  const auto block_strides = RowMajorStrides(block);
-  const auto out_strides = RowMajorStrides(out_dims);
+  // The geometry lives in reused vectors: small all-to-alls run on every
+  // step and should not allocate.
+  std::vector<int64_t>& block = a2a_.block;
+  block.assign(dims.begin(), dims.end());
+  if (local.ok()) block[split_dimension] /= g;
+  std::vector<int64_t>& out_dims = a2a_.out_dims;
+  out_dims.assign(block.begin(), block.end());
+  if (local.ok()) out_dims[concat_dimension] *= g;
+  const std::vector<int64_t>& in_strides = StridesInto(dims, a2a_.in_strides);
+  const std::vector<int64_t>& block_strides = StridesInto(block, a2a_.block_strides);
+  const std::vector<int64_t>& out_strides = StridesInto(out_dims, a2a_.out_strides);
   const int64_t part = elems / g * w;
   // Block q of the input (sent to member q) and block k of the output
   // (received from member k).
@@ -857,6 +903,32 @@ Status MpiCommunicator::AllToAll(const void* input, void* output,
   auto out_block = [&](int64_t k) {
     return Bytes(output) + k * block[concat_dimension] * out_strides[concat_dimension] * w;
   };
+  // Small blocks ride in the agreement's envelopes, one exchange instead of
+  // two.
+  const bool inlined = InlinedPerDestination(part);
+  if (local.ok() && inlined) {
+    per_destination_.resize(size_ * kInlineBytes);
+    for (int64_t q = 0; q < g; ++q)
+      CopyStridedBlock(in_block(q), in_strides,
+                       per_destination_.data() + found->membership.members[q] * kInlineBytes,
+                       block_strides, block, w);
+  }
+  MS_RETURN_IF_ERROR(Agree(Signature(kTagAllToAll)
+                               .Add(static_cast<uint64_t>(type))
+                               .Add(dims)
+                               .Add(split_dimension)
+                               .Add(concat_dimension)
+                               .Add(found != nullptr ? found->hash : 0)
+                               .value(),
+                           local, local.ok() && inlined ? per_destination_.data() : nullptr,
+                           inlined ? part : -1, inlined));
+  const Group* group = Comm(found);
+  if (inlined) {  // every block for us, our own included, came with the agreement
+    for (int64_t k = 0; k < g; ++k)
+      CopyStridedBlock(Inline(found->membership.members[k]), block_strides, out_block(k),
+                       out_strides, block, w);
+    return Status::Ok();
+  }
   if (g <= kLinearMaxGroup && input != output) {
     // One step of point-to-point messages. A block is contiguous when every
     // dim outside the split (concat) dim is 1; then it is sent from the

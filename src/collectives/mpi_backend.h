@@ -152,9 +152,12 @@ class MpiCommunicator final : public Communicator {
   // (this `signature` appended); returns the same verdict on every rank.
   // With `inline_bytes` >= 0 (at most kInlineBytes; `payload` may be null
   // when `local` failed) the payload rides along and, on success, Inline(d)
-  // is device d's copy (8-byte aligned).
+  // is device d's copy (8-byte aligned). With `per_destination` (only where
+  // InlinedPerDestination holds), `payload` holds kInlineBytes for each
+  // world rank, payload[q] goes to rank q only, and Inline(d) is what device
+  // d sent to this rank.
   Status Agree(uint64_t signature, const Status& local, const void* payload = nullptr,
-               int64_t inline_bytes = -1);
+               int64_t inline_bytes = -1, bool per_destination = false);
   // The error of an agreement that failed: `local`'s own, else the first
   // device whose own checks failed, else the first whose envelope differs.
   Status Disagreement(const Status& local, uint16_t word, const unsigned char* mine,
@@ -165,6 +168,12 @@ class MpiCommunicator final : public Communicator {
   // Whether a payload of `bytes` (the same on every rank once agreed) goes
   // through the agreement envelope.
   bool Inlined(int64_t bytes) const { return check_agreement_ && bytes <= kInlineBytes; }
+  // Whether parts of `bytes` that differ per destination (reduce-scatter and
+  // all-to-all) go through the agreement envelope: only its point-to-point
+  // forms send each rank an envelope of its own.
+  bool InlinedPerDestination(int64_t bytes) const {
+    return Inlined(bytes) && UsesPointToPointAgreement();
+  }
   // This rank's group in `groups`, validated once per distinct list
   // (FindGroup is O(devices) and allocates); the last list used is
   // remembered, since programs repeat the same groups back to back.
@@ -197,6 +206,15 @@ class MpiCommunicator final : public Communicator {
   std::vector<const void*> inputs_;
   std::vector<MPI_Request> requests_;
   std::vector<unsigned char> send_, recv_, envelopes_;
+  // AllToAll's geometry (block and output dims, strides), kept for reuse.
+  struct AllToAllScratch {
+    std::vector<int64_t> block, out_dims, in_strides, block_strides, out_strides;
+  } a2a_;
+  // The envelope to each rank when the payload differs per destination.
+  std::vector<unsigned char> outgoing_;
+  // Per-destination payloads (kInlineBytes per world rank), filled by the
+  // caller of Agree.
+  std::vector<unsigned char> per_destination_;
 };
 
 }  // namespace meshsplit

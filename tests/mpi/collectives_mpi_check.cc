@@ -169,6 +169,74 @@ std::vector<std::pair<std::string, CaseFn>> Cases(int n) {
                          }});
       }
     }
+    // Parts of at most 8 bytes per destination ride in the agreement's
+    // envelopes at 2-8 ranks (one per destination): contiguous and packed
+    // parts, in place too.
+    struct SmallScatter {
+      std::vector<int64_t> dims;  // dims[dim] is multiplied by the group size
+      int64_t dim;
+      PrimitiveType type;
+      ReductionKind kind;
+    };
+    for (const SmallScatter& sc :
+         {SmallScatter{{2}, 0, PrimitiveType::F32, ReductionKind::kAdd},
+          SmallScatter{{2, 1, 1}, 1, PrimitiveType::F32, ReductionKind::kAdd},
+          SmallScatter{{1}, 0, PrimitiveType::BF16, ReductionKind::kAdd},
+          SmallScatter{{3, 1, 2}, 1, PrimitiveType::S32, ReductionKind::kMax},
+          SmallScatter{{1, 8}, 0, PrimitiveType::PRED, ReductionKind::kOr}}) {
+      for (bool in_place : {false, true}) {
+        std::string shape;
+        for (int64_t x : sc.dims) shape += (shape.empty() ? "" : ",") + std::to_string(x);
+        cases.push_back({"reduce-scatter small " + std::string(PrimitiveTypeName(sc.type)) +
+                             " [" + shape + "] dim=" + std::to_string(sc.dim) + " " + lname +
+                             (in_place ? " in-place" : ""),
+                         [=](Communicator& c, int d, int, Bytes& out) {
+                           std::vector<int64_t> dims = sc.dims;
+                           dims[sc.dim] *= g;
+                           int64_t elems = 1;
+                           for (int64_t x : dims) elems *= x;
+                           Bytes in = Values(sc.type, d, elems, 11);
+                           Bytes result(in.size() / g, 0xEE);
+                           Status s = c.ReduceScatter(in.data(), in_place ? in.data()
+                                                                          : result.data(),
+                                                      sc.type, dims, sc.dim, sc.kind, groups);
+                           out.assign(in_place ? in.begin() : result.begin(),
+                                      (in_place ? in.begin() : result.begin()) +
+                                          result.size());
+                           return s;
+                         }});
+      }
+    }
+    struct SmallAllToAll {
+      std::vector<int64_t> dims;  // dims[split] is multiplied by the group size
+      int64_t split, concat;
+      PrimitiveType type;
+    };
+    for (const SmallAllToAll& sc :
+         {SmallAllToAll{{2}, 0, 0, PrimitiveType::F32},
+          SmallAllToAll{{2, 1, 2}, 1, 2, PrimitiveType::BF16},
+          SmallAllToAll{{2, 1}, 1, 0, PrimitiveType::S32},
+          SmallAllToAll{{1, 3}, 0, 1, PrimitiveType::BF16}}) {
+      for (bool in_place : {false, true}) {
+        std::string shape;
+        for (int64_t x : sc.dims) shape += (shape.empty() ? "" : ",") + std::to_string(x);
+        cases.push_back({"all-to-all small " + std::string(PrimitiveTypeName(sc.type)) + " [" +
+                             shape + "] split=" + std::to_string(sc.split) + " concat=" +
+                             std::to_string(sc.concat) + " " + lname +
+                             (in_place ? " in-place" : ""),
+                         [=](Communicator& c, int d, int, Bytes& out) {
+                           std::vector<int64_t> dims = sc.dims;
+                           dims[sc.split] *= g;
+                           int64_t elems = 1;
+                           for (int64_t x : dims) elems *= x;
+                           Bytes in = Values(sc.type, d, elems, 12);
+                           out.assign(in.size(), 0xEE);
+                           if (in_place) out = in;
+                           return c.AllToAll(in_place ? out.data() : in.data(), out.data(),
+                                             sc.type, dims, sc.split, sc.concat, groups);
+                         }});
+      }
+    }
     cases.push_back({"all-to-all tuple " + lname, [=](Communicator& c, int d, int, Bytes& out) {
                        std::vector<Bytes> ins, outs(g, Bytes(5 * 4, 0xEE));
                        std::vector<const void*> in_ptrs;
