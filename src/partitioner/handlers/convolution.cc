@@ -7,6 +7,7 @@
 
 #include "partitioner/context.h"
 #include "partitioner/halo.h"
+#include "partitioner/handlers/dot_plan.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -219,9 +220,92 @@ bool TryGroupedFeatureContraction(SpmdContext& ctx, const Instruction& instr) {
   return true;
 }
 
+
+// A grouped convolution (feature_group_count or batch_group_count G > 1)
+// partitioned along its groups, as XLA does: the group dim is the lhs input
+// feature dim (feature groups) or the lhs batch dim (batch groups), the
+// kernel's output feature dim and the result's feature dim, all group-major,
+// so k tiles of each (k dividing G) hold the same G / k whole groups and
+// every partition runs a convolution with G / k groups. Batch groups also
+// contract the input feature dims (partial sums, reduced by Reshard);
+// feature groups keep the batch dim parallel. The layout is planned per
+// mesh axis like a dot (so the operands' tiling is kept where it fits and
+// the result is resharded), spatial dims whole. Returns false when the plan
+// splits no group.
+bool TryGroupPartitionedConvolution(SpmdContext& ctx, const Instruction& instr) {
+  const Attributes& a = instr.attrs();
+  if (!a.conv_dnums || instr.operand_count() != 2) return false;
+  const int64_t fg = a.feature_group_count, bg = a.batch_group_count;
+  if ((fg > 1) == (bg > 1)) return false;  // ungrouped, or both (not valid HLO)
+  const int64_t groups = std::max(fg, bg);
+  const ConvolutionDimensionNumbers& dn = *a.conv_dnums;
+  const Sharding out = ctx.ShardingOf(instr);
+  if (!out.IsReplicated() && !Usable(out)) return false;
+  const Shape& lhs_shape = instr.operand(0)->shape();
+  const Shape& rhs_shape = instr.operand(1)->shape();
+  const Sharding ls = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  const Sharding rs = NormalizeForPartitioning(ctx.Get(instr.operand(1)).sharding);
+  if ((!ls.IsReplicated() && !Usable(ls)) || (!rs.IsReplicated() && !Usable(rs))) return false;
+  // A result tiled along spatial dims is the halo path's case (which also
+  // splits feature groups), unless the operands already split batch groups
+  // (which that path would gather): then the groups stay split and the
+  // result is resharded.
+  const int64_t lhs_group_dim = fg > 1 ? dn.input_feature_dimension : dn.input_batch_dimension;
+  const bool operands_split_groups =
+      (ls.IsTiled() && ls.TileDim(lhs_group_dim) > 1) ||
+      (rs.IsTiled() && rs.TileDim(dn.kernel_output_feature_dimension) > 1);
+  for (int64_t od : dn.output_spatial_dimensions)
+    if (out.IsTiled() && out.TileDim(od) > 1 && (fg > 1 || !operands_split_groups)) return false;
+  // Iteration dims: 0 = groups, 1 = batch (feature groups) or contracted
+  // input feature (batch groups).
+  std::vector<int64_t> lhs_to_iter(lhs_shape.rank(), -1), rhs_to_iter(rhs_shape.rank(), -1),
+      out_to_iter(instr.shape().rank(), -1);
+  rhs_to_iter[dn.kernel_output_feature_dimension] = 0;
+  out_to_iter[dn.output_feature_dimension] = 0;
+  if (fg > 1) {
+    lhs_to_iter[dn.input_feature_dimension] = 0;
+    lhs_to_iter[dn.input_batch_dimension] = 1;
+    out_to_iter[dn.output_batch_dimension] = 1;
+  } else {
+    lhs_to_iter[dn.input_batch_dimension] = 0;
+    lhs_to_iter[dn.input_feature_dimension] = 1;
+    rhs_to_iter[dn.kernel_input_feature_dimension] = 1;
+  }
+  const ContractionSpace space =
+      MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter, 2);
+  const Sharding plan_out = out.IsReplicated() ? Sharding::Replicate() : out;
+  std::optional<Sharding> it = PlanByMeshAxes(space, lhs_shape, rhs_shape, instr.shape(), ls,
+                                              rs, plan_out, ctx.num_partitions);
+  if (!it || !it->IsTiled()) return false;
+  // A tiling that does not divide the groups would split one.
+  const int64_t k = it->TileDim(0);
+  if (k <= 1 || groups % k != 0) return false;
+  const Sharding lt = ProjectSharding(*it, lhs_to_iter);
+  const Sharding rt = ProjectSharding(*it, rhs_to_iter);
+  const Sharding partial = ProjectSharding(*it, out_to_iter, SubgroupType::kUnreduced);
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(b, instr, "groups split over partitions");
+  PartitionedValue lhs = ctx.OperandAs(instr, 0, lt);
+  PartitionedValue rhs = ctx.OperandAs(instr, 1, rt);
+  if (bg > 1) {
+    // Uneven contracted feature tiles: padding must add nothing.
+    Instruction* zero = b.Zero(lhs_shape.element_type());
+    if (HasPadding(lhs, {dn.input_feature_dimension}))
+      lhs.hlo = MaskPadding(b, lhs, {dn.input_feature_dimension}, zero);
+    if (HasPadding(rhs, {dn.kernel_input_feature_dimension}))
+      rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension}, zero);
+  }
+  Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), partial), {lhs.hlo, rhs.hlo});
+  if (fg > 1) r->mutable_attrs().feature_group_count = groups / k;
+  else r->mutable_attrs().batch_group_count = groups / k;
+  ctx.Set(instr, Reshard(b, {r, instr.shape(), partial}, out));
+  return true;
+}
+
 }  // namespace
 
 Status HandleConvolution(SpmdContext& ctx, const Instruction& instr) {
+  if (TryGroupPartitionedConvolution(ctx, instr)) return Status::Ok();
   if (TrySpatialConvolution(ctx, instr)) return Status::Ok();
   if (TrySpatialContraction(ctx, instr)) return Status::Ok();
   if (TryGroupedFeatureContraction(ctx, instr)) return Status::Ok();
