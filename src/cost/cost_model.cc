@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "ir/opcode.h"
+#include "ir/shape_inference_async.h"
 
 namespace meshsplit {
 namespace {
@@ -26,14 +27,25 @@ int64_t ElementsOf(const Shape& s) {
 bool IsCollective(Opcode op) {
   return op == Opcode::kAllReduce || op == Opcode::kAllGather ||
          op == Opcode::kReduceScatter || op == Opcode::kAllToAll ||
-         op == Opcode::kCollectivePermute;
+         op == Opcode::kCollectivePermute ||
+         // An async collective counts once, at its start, as its sync op.
+         op == Opcode::kAllReduceStart || op == Opcode::kAllGatherStart ||
+         op == Opcode::kCollectivePermuteStart;
+}
+
+// The done (and async-update) halves of async pairs name the buffers their
+// start made.
+bool IsAsyncHalf(Opcode op) {
+  return op == Opcode::kAsyncUpdate || op == Opcode::kAsyncDone ||
+         op == Opcode::kAllReduceDone || op == Opcode::kAllGatherDone ||
+         op == Opcode::kCollectivePermuteDone || op == Opcode::kCopyDone;
 }
 
 // Ops that only name (parts of) existing buffers: no traffic, no new memory.
 bool IsView(Opcode op) {
   return op == Opcode::kTuple || op == Opcode::kGetTupleElement ||
          op == Opcode::kBitcast || op == Opcode::kWhile ||
-         op == Opcode::kOptimizationBarrier || op == Opcode::kDomain;
+         op == Opcode::kOptimizationBarrier || op == Opcode::kDomain || IsAsyncHalf(op);
 }
 
 // Transfers and group collectives that move data between devices: a send's
@@ -266,9 +278,19 @@ class CostWalker {
         p.Add(Visit(i->while_condition()), 1);
         continue;
       }
-      if (op == Opcode::kCall) {
+      if (op == Opcode::kCall || op == Opcode::kAsyncStart) {
         for (const Computation* c : i->called_computations()) p.Add(Visit(c), 1);
         continue;
+      }
+      if (op == Opcode::kFusion) {
+        // The fused computation's work; its intermediate values stay on
+        // chip, so only the fusion's own operands and result count as
+        // traffic (below).
+        for (const Computation* c : i->called_computations()) {
+          Partial inner = Visit(c);
+          p.flops += inner.flops;
+          for (CollectiveCost& cc : inner.collectives) p.collectives.push_back(std::move(cc));
+        }
       }
       if (op == Opcode::kConditional) {
         // The most expensive branch (by FLOPs) is taken.
@@ -383,13 +405,14 @@ class CostWalker {
   CollectiveCost Collective(const Instruction& i, const Computation* comp) {
     CollectiveCost c;
     c.instr = &i;
-    c.kind = std::string(OpcodeName(i.opcode()));
+    const Opcode sync = SyncCollectiveOf(i.opcode());  // a start as its sync op
+    c.kind = std::string(OpcodeName(sync));
     c.instruction = i.name();
     c.computation = comp->name();
     for (const Instruction* o : i.operands()) c.operand_bytes += o->shape().ByteSize();
-    c.result_bytes = i.shape().ByteSize();
+    c.result_bytes = DeclaredStartResult(i).ByteSize();
     std::vector<int64_t> first_group;
-    if (i.opcode() == Opcode::kCollectivePermute) {
+    if (sync == Opcode::kCollectivePermute) {
       c.group_size = static_cast<int64_t>(i.attrs().source_target_pairs.size());
     } else {
       const auto& rg = i.attrs().replica_groups;
@@ -408,7 +431,7 @@ class CostWalker {
       }
     }
     const double n = static_cast<double>(std::max<int64_t>(c.group_size, 1));
-    switch (i.opcode()) {
+    switch (sync) {
       case Opcode::kAllReduce: c.wire_bytes = 2 * (n - 1) / n * c.operand_bytes; break;
       case Opcode::kAllGather: c.wire_bytes = (n - 1) / n * c.result_bytes; break;
       case Opcode::kReduceScatter:

@@ -9,6 +9,7 @@
 
 #include "ir/attribute_text.h"
 #include "ir/computation.h"
+#include "ir/shape_inference_async.h"
 #include "ir/shape_inference_p2p.h"
 #include "ir/shape_inference_util.h"
 
@@ -763,7 +764,10 @@ StatusOr<Shape> Inferrer::Call() {
 }
 
 StatusOr<Shape> Inferrer::Collective() {
-  const Opcode opc = instr_.opcode();
+  // A collective start is checked as the collective it starts; its declared
+  // result is the matching part of its tuple (shape_inference_async.h).
+  const Opcode opc = SyncCollectiveOf(instr_.opcode());
+  const Shape& declared = DeclaredStartResult(instr_);
   MS_RETURN_IF_ERROR(CountAtLeast(1));
   std::optional<int64_t> group_size;
   if (a_.replica_groups.has_value()) {
@@ -787,15 +791,15 @@ StatusOr<Shape> Inferrer::Collective() {
         return Err("target ", t, " appears more than once in source_target_pairs");
     }
     if (n() == 1) return op(0);
-    return declared_;  // in-place / combined forms: trust the declared shape
+    return declared;  // in-place / combined forms: trust the declared shape
   }
   MS_RETURN_IF_ERROR(AllArrays());
   // The declared shape of operand i's result, for forms that trust it.
   auto declared_leaf = [&](int i) -> const Shape* {
-    if (n() == 1) return declared_.IsArray() ? &declared_ : nullptr;
-    if (declared_.IsTuple() && i < declared_.tuple_size() &&
-        declared_.tuple_shapes(i).IsArray())
-      return &declared_.tuple_shapes(i);
+    if (n() == 1) return declared.IsArray() ? &declared : nullptr;
+    if (declared.IsTuple() && i < declared.tuple_size() &&
+        declared.tuple_shapes(i).IsArray())
+      return &declared.tuple_shapes(i);
     return nullptr;
   };
   std::vector<Shape> results;
@@ -1121,6 +1125,24 @@ StatusOr<Shape> Inferrer::Run() {
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
       return Collective();
+
+    // Fusion and the asynchronous pairs (shape_inference_async.cc).
+    case Opcode::kAllReduceStart:
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectivePermuteStart: {
+      MS_ASSIGN_OR_RETURN(Shape sync_result, Collective());
+      return InferCollectiveStartShape(instr_, sync_result);
+    }
+    case Opcode::kFusion:
+    case Opcode::kAsyncStart:
+    case Opcode::kAsyncUpdate:
+    case Opcode::kAsyncDone:
+    case Opcode::kAllReduceDone:
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteDone:
+    case Opcode::kCopyStart:
+    case Opcode::kCopyDone:
+      return InferAsyncOrFusionShape(instr_);
 
     // Point-to-point transfers and dynamic sizes (shape_inference_p2p.cc).
     case Opcode::kSend:

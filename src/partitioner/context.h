@@ -203,11 +203,20 @@ Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr);
 Status HandleWhile(SpmdContext& ctx, const Instruction& instr);
 Status HandleConditional(SpmdContext& ctx, const Instruction& instr);
 Status HandleCall(SpmdContext& ctx, const Instruction& instr);
+// handlers/async_fusion.cc: fusion as a call; async-start partitions its
+// wrapped computation; update / done forward the start's tuple; the
+// collective starts run as written; copy-start keeps its operand's layout.
+Status HandleFusion(SpmdContext& ctx, const Instruction& instr);
+Status HandleAsyncStart(SpmdContext& ctx, const Instruction& instr);
+Status HandleAsyncUpdate(SpmdContext& ctx, const Instruction& instr);
+Status HandleDone(SpmdContext& ctx, const Instruction& instr);
+Status HandleCopyStart(SpmdContext& ctx, const Instruction& instr);
 // handlers/p2p_dynamic.cc: send / recv (and -done) on whole values;
 // set-dimension-size keeps its operand's layout but the sized dimension;
 // dynamic-reshape on whole values.
 Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr);
 Status HandleSetDimensionSize(SpmdContext& ctx, const Instruction& instr);
 Status HandleDynamicReshape(SpmdContext& ctx, const Instruction& instr);
+Status HandleAsyncCollective(SpmdContext& ctx, const Instruction& instr);
 
 }  // namespace meshsplit::spmd

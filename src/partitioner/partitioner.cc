@@ -143,6 +143,8 @@ Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
 // handlers/gather_scatter.cc
 Status HandleGather(SpmdContext& ctx, const Instruction& instr);
 Status HandleScatter(SpmdContext& ctx, const Instruction& instr);
+// handlers/leaves.cc: an error outside manual regions, as in XLA.
+Status HandlePartitionId(SpmdContext& ctx, const Instruction& instr);
 
 namespace {
 
@@ -239,11 +241,13 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
       return HandleAddDependency(ctx, instr);  // handlers/dependency_size.cc
     case Opcode::kGetDimensionSize:
       return HandleGetDimensionSize(ctx, instr);
+    case Opcode::kPartitionId:
+      return HandlePartitionId(ctx, instr);  // handlers/leaves.cc
 
     // No rule yet: run on whole values.
     // TODO(partitioner-core): halo exchange for convolution / windowed ops,
     // gather/scatter pass-through dims.
-    case Opcode::kPartitionId: case Opcode::kReplicaId: case Opcode::kAfterAll:
+    case Opcode::kReplicaId: case Opcode::kAfterAll:
     case Opcode::kBitcast:
     case Opcode::kBatchNormTraining: case Opcode::kBatchNormInference:
     case Opcode::kBatchNormGrad:
@@ -255,6 +259,22 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
+
+    // Fusion and the asynchronous pairs (handlers/async_fusion.cc).
+    case Opcode::kFusion:
+      return HandleFusion(ctx, instr);
+    case Opcode::kAsyncStart:
+      return HandleAsyncStart(ctx, instr);
+    case Opcode::kAsyncUpdate:
+      return HandleAsyncUpdate(ctx, instr);
+    case Opcode::kAsyncDone: case Opcode::kCopyDone:
+      return HandleDone(ctx, instr);
+    case Opcode::kCopyStart:
+      return HandleCopyStart(ctx, instr);
+    case Opcode::kAllReduceStart: case Opcode::kAllReduceDone:
+    case Opcode::kAllGatherStart: case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteStart: case Opcode::kCollectivePermuteDone:
+      return HandleAsyncCollective(ctx, instr);
 
     // Transfers, broadcast, ragged exchange, dynamic sizes (handlers/p2p_dynamic.cc).
     case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv: case Opcode::kRecvDone:
@@ -294,6 +314,7 @@ Status ValidateShardings(const Module& input, int64_t n) {
       } else if (shape.IsArray()) {
         s = instr->sharding()->Validate(shape.rank(), n);
       }
+      if (s.ok()) s = CheckUsesAllDevices(*instr->sharding(), n);
       if (!s.ok())
         return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" +
                                  instr->name() + ": " + s.message(),

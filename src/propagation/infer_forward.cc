@@ -76,6 +76,14 @@ bool Propagator::HasSideEffect(const Instruction* i) const {
     case Opcode::kCollectiveBroadcast:
     case Opcode::kRaggedAllToAll:
       return i->attrs().channel_id.has_value();
+    // XLA counts the async halves of collectives as side-effecting always.
+    case Opcode::kAllReduceStart:
+    case Opcode::kAllReduceDone:
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteStart:
+    case Opcode::kCollectivePermuteDone:
+      return true;
     default:
       return false;
   }

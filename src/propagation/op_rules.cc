@@ -539,6 +539,25 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
       return NotPartitioned("get-dimension-size (not spatially partitioned)");
     case Opcode::kAddDependency:
       return NotPartitioned("add-dependency (not spatially partitioned)");
+    // Nor fusion, the async wrappers or the async halves of collectives and
+    // copies: XLA picks no representative operand for them and does not
+    // propagate into fused or wrapped computations.
+    case Opcode::kFusion:
+      return NotPartitioned("fusion (not spatially partitioned)");
+    case Opcode::kAsyncStart:
+    case Opcode::kAsyncUpdate:
+    case Opcode::kAsyncDone:
+      return NotPartitioned("async op (not spatially partitioned)");
+    case Opcode::kAllReduceStart:
+    case Opcode::kAllReduceDone:
+    case Opcode::kAllGatherStart:
+    case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteStart:
+    case Opcode::kCollectivePermuteDone:
+      return NotPartitioned("async collective (not spatially partitioned)");
+    case Opcode::kCopyStart:
+    case Opcode::kCopyDone:
+      return NotPartitioned("async copy (not spatially partitioned)");
     // XLA's SupportSpatialPartitioning is false for these too: no sharding
     // of their own is inferred; only a replicated operand sharding passes.
     case Opcode::kSend:

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <sstream>
+#include <unordered_set>
 
 #include "propagation/propagator.h"
 #include "support/check.h"
@@ -259,14 +260,22 @@ Status Propagator::Init() {
   for (const auto& c : module_.computations()) total += c->instructions().size();
   id_.Reserve(total + 16);
   instrs_.reserve(total + 1);
+  // Like XLA, which propagates over its non-fusion computations only, fused
+  // computations are left as they are.
+  std::unordered_set<const Computation*> fused;
+  for (const auto& c : module_.computations())
+    for (const auto& instr : c->instructions())
+      if (instr->opcode() == Opcode::kFusion)
+        for (const Computation* f : instr->called_computations()) fused.insert(f);
   for (const auto& c : module_.computations()) {
     // Only computations of the requested execution threads are propagated
     // ("main" is the thread of computations that name none).
     const std::string& thread =
         c->execution_thread().empty() ? std::string("main") : c->execution_thread();
     const auto& threads = options_.execution_threads;
-    if (threads.empty() ||
-        std::find(threads.begin(), threads.end(), thread) != threads.end())
+    if ((threads.empty() ||
+         std::find(threads.begin(), threads.end(), thread) != threads.end()) &&
+        !fused.count(c.get()))
       computations_.push_back(c.get());
     for (const auto& instr : c->instructions()) {
       id_.Put(instr.get(), (int)instrs_.size());

@@ -254,6 +254,13 @@ StatusOr<Literal> Dispatch(KernelArgs& k) {
     case Opcode::kAllToAll: case Opcode::kCollectivePermute:
       return EvalCollective(k);
 
+    case Opcode::kFusion: case Opcode::kAsyncStart: case Opcode::kAsyncUpdate:
+    case Opcode::kAsyncDone: case Opcode::kAllReduceStart: case Opcode::kAllReduceDone:
+    case Opcode::kAllGatherStart: case Opcode::kAllGatherDone:
+    case Opcode::kCollectivePermuteStart: case Opcode::kCollectivePermuteDone:
+    case Opcode::kCopyStart: case Opcode::kCopyDone:
+      return EvalAsyncOrFusion(k);  // kernels_async.cc
+
     case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv: case Opcode::kRecvDone:
     case Opcode::kCollectiveBroadcast: case Opcode::kRaggedAllToAll:
     case Opcode::kSetDimensionSize: case Opcode::kDynamicReshape:

@@ -141,6 +141,9 @@ StatusOr<Literal> EvalCollective(KernelArgs& k);
 // kernels_p2p.cc: send / recv and their -done ops, collective-broadcast,
 // ragged-all-to-all, set-dimension-size and dynamic-reshape.
 StatusOr<Literal> EvalP2POrDynamicSize(KernelArgs& k);
+// kernels_async.cc: fusion (a call of its fused computation) and the
+// start / update / done pairs (the start does the work).
+StatusOr<Literal> EvalAsyncOrFusion(KernelArgs& k);
 // kernels_complex.cc: c64/c128 elementwise ops, real/imag/complex, converts
 // to and from complex, and complex dots.
 bool IsComplexKernel(const KernelArgs& k);  // true when EvalComplex handles k

@@ -149,6 +149,10 @@ std::string DeviceReferenceReason(const Module& module) {
         case Opcode::kSend: case Opcode::kRecv: case Opcode::kCollectiveBroadcast:
         case Opcode::kRaggedAllToAll:
           return std::string(OpcodeName(i->opcode())) + " %" + i->name();
+        // The async collective starts, likewise.
+        case Opcode::kAllReduceStart: case Opcode::kAllGatherStart:
+        case Opcode::kCollectivePermuteStart:
+          return std::string(OpcodeName(i->opcode())) + " %" + i->name();
         case Opcode::kCustomCall:
           if (i->attrs().custom_call_target == "SPMDFullToShardShape" ||
               i->attrs().custom_call_target == "SPMDShardToFullShape")

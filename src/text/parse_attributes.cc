@@ -20,7 +20,10 @@ bool OneOf(Opcode op, std::initializer_list<Opcode> ops) {
 bool IsCollective(Opcode op) {
   return OneOf(op, {Opcode::kAllReduce, Opcode::kAllGather,
                     Opcode::kReduceScatter, Opcode::kAllToAll,
-                    Opcode::kCollectivePermute});
+                    Opcode::kCollectivePermute,
+                    // The async starts carry their collective's attributes.
+                    Opcode::kAllReduceStart, Opcode::kAllGatherStart,
+                    Opcode::kCollectivePermuteStart});
 }
 
 bool Product(const std::vector<int64_t>& v, int64_t* out) {
@@ -122,6 +125,8 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     if (!instr->called_computations().empty())
       return Error(name_pos, name.size(),
                    "'" + std::string(name) + "' conflicts with another called computation attribute");
+    // XLA writes a single callee bare: `calls=%fused_computation`.
+    if (name == "calls" && lex_.Peek() != '{') return ParseComputationRef(instr, 0);
     return ParseComputationList(instr);
   }
 
@@ -250,7 +255,8 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
       OneOf(op, {Opcode::kBroadcast, Opcode::kTranspose, Opcode::kReduce,
                  Opcode::kReverse, Opcode::kConcatenate, Opcode::kSort,
                  Opcode::kAllGather, Opcode::kAllToAll, Opcode::kReduceScatter,
-                 Opcode::kMap, Opcode::kGetDimensionSize}))
+                 Opcode::kMap, Opcode::kGetDimensionSize,
+                 Opcode::kAllGatherStart}))
     return ParseIntList(&a.dimensions, "dimensions");
   if (IsCollective(op)) {
     if (name == "channel_id") {
@@ -259,7 +265,7 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
       a.channel_id = id;
       return true;
     }
-    if (op == Opcode::kCollectivePermute) {
+    if (op == Opcode::kCollectivePermute || op == Opcode::kCollectivePermuteStart) {
       if (name == "source_target_pairs") return ParsePairs(&a.source_target_pairs);
     } else {
       if (name == "replica_groups") return ParseReplicaGroups(&a.replica_groups.emplace());

@@ -494,6 +494,9 @@ bool Parser::CheckInstruction(Instruction* instr, size_t op_pos, size_t op_len,
     case Opcode::kReduceScatter:
     case Opcode::kAllToAll:
     case Opcode::kCollectivePermute:
+    case Opcode::kAllReduceStart:
+    case Opcode::kAllGatherStart:
+    case Opcode::kCollectivePermuteStart:
       if (n < 1) return fail("'" + op_name + "' expects at least one operand");
       break;
     default:
@@ -526,7 +529,12 @@ bool Parser::CheckInstruction(Instruction* instr, size_t op_pos, size_t op_len,
     case Opcode::kReduce: case Opcode::kReduceWindow: case Opcode::kScatter:
     case Opcode::kSort: case Opcode::kMap: case Opcode::kCall:
     case Opcode::kAllReduce: case Opcode::kReduceScatter:
+    case Opcode::kAllReduceStart:
       need = 1;
+      break;
+    case Opcode::kFusion: case Opcode::kAsyncStart:
+      need = 1;
+      what = "calls=";
       break;
     case Opcode::kConditional:
       need = 1;

@@ -286,7 +286,7 @@ class InstructionPrinter {
     }
     if (instr_.has_sharding()) Attr("sharding", instr_.sharding()->ToString());
     for (const auto& [k, v] : a_.extra)
-      if (k != "metadata" && k != "backend_config") Attr(k, v);
+      if (k != "metadata" && k != "backend_config" && !PrintedWithCalls(k)) Attr(k, v);
     if (options_.print_metadata)
       if (const std::string* m = a_.FindExtra("metadata")) Attr("metadata", *m);
     if (const std::string* b = a_.FindExtra("backend_config")) Attr("backend_config", *b);
@@ -438,11 +438,13 @@ class InstructionPrinter {
         break;
       case Opcode::kAllReduce: case Opcode::kAllGather: case Opcode::kReduceScatter:
       case Opcode::kAllToAll:
+      case Opcode::kAllReduceStart: case Opcode::kAllGatherStart:
         if (a_.channel_id) IntAttr("channel_id", *a_.channel_id);
         if (a_.replica_groups) Attr("replica_groups", ReplicaGroupsToString(*a_.replica_groups));
         if (instr_.opcode() == Opcode::kAllToAll) {
           ListAttrIfAny("dimensions", a_.dimensions);
-        } else if (instr_.opcode() != Opcode::kAllReduce) {
+        } else if (instr_.opcode() != Opcode::kAllReduce &&
+                   instr_.opcode() != Opcode::kAllReduceStart) {
           ListAttr("dimensions", a_.dimensions);
         }
         TrueAttr("constrain_layout", a_.constrain_layout);
@@ -462,7 +464,7 @@ class InstructionPrinter {
       case Opcode::kSetDimensionSize:
         ListAttr("dimensions", a_.dimensions);
         break;
-      case Opcode::kCollectivePermute: {
+      case Opcode::kCollectivePermute: case Opcode::kCollectivePermuteStart: {
         if (a_.channel_id) IntAttr("channel_id", *a_.channel_id);
         out_ += ", source_target_pairs={";
         for (size_t i = 0; i < a_.source_target_pairs.size(); ++i) {
@@ -500,6 +502,12 @@ class InstructionPrinter {
     out_ += '}';
   }
 
+  // Extras printed by PrintCalls instead (a fusion's kind).
+  bool PrintedWithCalls(const std::string& key) const {
+    return key == "kind" && instr_.opcode() == Opcode::kFusion &&
+           instr_.called_computations().size() >= 1;
+  }
+
   void PrintCalls() {
     const auto& called = instr_.called_computations();
     if (called.empty()) return;
@@ -529,6 +537,17 @@ class InstructionPrinter {
         return;
       case Opcode::kCustomCall:
         RefList("called_computations", called);
+        return;
+      case Opcode::kFusion: case Opcode::kAsyncStart: case Opcode::kAsyncUpdate:
+      case Opcode::kAsyncDone:
+        // XLA prints a fusion's kind just before its computation.
+        if (instr_.opcode() == Opcode::kFusion)
+          if (const std::string* kind = a_.FindExtra("kind")) Attr("kind", *kind);
+        if (called.size() == 1) {
+          Ref("calls", called[0]);
+        } else {
+          RefList("calls", called);
+        }
         return;
       default:
         break;
