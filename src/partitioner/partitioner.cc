@@ -314,7 +314,6 @@ Status ValidateShardings(const Module& input, int64_t n) {
       } else if (shape.IsArray()) {
         s = instr->sharding()->Validate(shape.rank(), n);
       }
-      if (s.ok()) s = CheckUsesAllDevices(*instr->sharding(), n);
       if (!s.ok())
         return Status::Error(std::string(OpcodeName(instr->opcode())) + " %" +
                                  instr->name() + ": " + s.message(),

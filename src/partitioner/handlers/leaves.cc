@@ -62,4 +62,17 @@ Status HandleIota(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
+// partition-id has a per-partition meaning only inside a manual region;
+// elsewhere it is ambiguous whether the instruction or its data is
+// replicated, and XLA's partitioner rejects it. So does meshsplit.
+Status HandlePartitionId(SpmdContext& ctx, const Instruction& instr) {
+  const Sharding s = ctx.ShardingOf(instr);
+  if (!s.IsManual() && !s.HasManualSubgroup())
+    return Status::Error("partition-id %" + instr.name() + " has sharding " + s.ToString(false) +
+                             ": partition-id is only supported in a manual region (sharding "
+                             "{manual}); elsewhere its meaning is ambiguous",
+                         instr.loc());
+  return ctx.Fallback(instr);
+}
+
 }  // namespace meshsplit::spmd

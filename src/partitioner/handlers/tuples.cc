@@ -2,6 +2,8 @@
 // shardings through; Sharding custom-calls reshard; SPMDFullToShardShape /
 // SPMDShardToFullShape enter and leave manual regions by reinterpreting the
 // local value. Other custom-calls run replicated.
+#include <algorithm>
+
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
@@ -65,6 +67,25 @@ Status HandleCustomCall(SpmdContext& ctx, const Instruction& instr) {
   if (IsBlockScaledDot(instr)) return HandleBlockScaledDot(ctx, instr);
   if (target == "TopK") return HandleTopK(ctx, instr);  // handlers/linalg.cc
   if (IsMemoryAnnotation(instr)) return HandleMemoryAnnotation(ctx, instr);  // annotations.cc
+  // XLA runs a side-effecting op only on one device (unannotated ones are
+  // placed on device 0) and rejects one whose sharding spreads it over
+  // several, since every partition would repeat the effect.
+  const std::string* side_effect = instr.attrs().FindExtra("custom_call_has_side_effect");
+  if (side_effect != nullptr && *side_effect == "true" && instr.has_sharding()) {
+    const Sharding& s = *instr.sharding();
+    const bool one_device = s.IsMaximal() || s.IsManual() ||
+                            (s.IsTuple() && std::all_of(s.tuple_elements().begin(),
+                                                        s.tuple_elements().end(),
+                                                        [](const Sharding& e) {
+                                                          return e.IsMaximal() || e.IsManual();
+                                                        }));
+    if (!one_device)
+      return Status::Error("custom-call %" + instr.name() + " has side effects and sharding " +
+                               s.ToString(false) +
+                               ": side-effecting ops cannot be replicated or tiled (give them "
+                               "a {maximal device=N} or {manual} sharding)",
+                           instr.loc());
+  }
   return ctx.Fallback(instr, "custom-call target '" + target + "'");
 }
 
