@@ -135,8 +135,7 @@ StatusOr<std::unique_ptr<Module>> Parser::Run() {
     return status_;
   }
   // Without an ENTRY marker the last computation is the entry, as in XLA.
-  module_->set_entry(entry_ != nullptr ? entry_
-                                       : module_->computations().back().get());
+  module_->set_entry(entry_ != nullptr ? entry_ : last_parsed_);
   if (!ResolveCalls() || !CheckCallGraph() || !RenameInstructions())
     return status_;
   return std::move(module_);
@@ -229,6 +228,7 @@ bool Parser::ParseComputation() {
                                                                   : name.size()));
   Computation* comp = module_->AddComputation(std::move(owned));
   computations_by_name_.emplace(name, comp);
+  last_parsed_ = comp;
   scope_.clear();
   Instruction* root = nullptr;
   size_t root_pos = 0;
@@ -342,12 +342,16 @@ bool Parser::ParseInstruction(Computation* comp, Instruction** root,
   if (op_name.empty())
     return ErrorHere("expected opcode, found " + lex_.DescribeNext());
   std::optional<Opcode> opcode = ParseOpcode(op_name);
+  std::optional<Opcode> sugar_wrapped;  // <op> of an `<op>-start`
+  if (!opcode) opcode = AsyncSugarOpcode(op_name, &sugar_wrapped);
   if (!opcode)
     return Error(op_pos, op_name.size(),
                  "unknown opcode '" + std::string(op_name) + "'");
 
-  auto owned = std::make_unique<Instruction>(*opcode, std::string(name),
-                                             std::move(shape));
+  // A sugared start parses as its wrapped op (whose attributes it carries)
+  // and becomes an async-start below.
+  auto owned = std::make_unique<Instruction>(sugar_wrapped.value_or(*opcode),
+                                             std::string(name), std::move(shape));
   Instruction* instr = owned.get();
   instr->set_loc(lex_.Loc(name_pos, name_len));
   size_t first_pending = pending_calls_.size();
@@ -382,6 +386,10 @@ bool Parser::ParseInstruction(Computation* comp, Instruction** root,
     if (!ParseOperands(instr)) return false;
   }
   if (!ParseAttributes(instr)) return false;
+  if (sugar_wrapped.has_value()) {
+    if (!DesugarAsyncStart(&owned, first_pending, op_pos, op_name.size())) return false;
+    instr = owned.get();
+  }
   if (!CheckInstruction(instr, op_pos, op_name.size(), first_pending))
     return false;
   if (!has_shape && !InferShape(instr, op_pos, op_name.size())) return false;

@@ -68,6 +68,15 @@ class Parser {
   bool ResolveCalls();
   bool CheckCallGraph();
   bool RenameInstructions();
+  // XLA's async syntax sugar (parser_async.cc): `<op>-start` /
+  // `<op>-update` / `<op>-done` spell an async-start / update / done around
+  // one <op>. AsyncSugarOpcode returns the async opcode and, for a start,
+  // the wrapped one; DesugarAsyncStart moves the parsed <op> into a new
+  // wrapped computation and replaces it with the async-start.
+  static std::optional<Opcode> AsyncSugarOpcode(std::string_view op_name,
+                                                std::optional<Opcode>* wrapped);
+  bool DesugarAsyncStart(std::unique_ptr<Instruction>* owned, size_t first_pending,
+                         size_t op_pos, size_t op_len);
 
   // --- shapes, numbers, literals (parse_literal.cc) -------------------------
   bool ParseShape(Shape* shape, int depth = 0);
@@ -120,6 +129,9 @@ class Parser {
   };
   std::vector<PendingCall> pending_calls_;
   Computation* entry_ = nullptr;
+  // The last computation written in the text (computations made for async
+  // sugar come after it in the module but are never the implicit entry).
+  Computation* last_parsed_ = nullptr;
   // Attribute names seen on the current instruction (duplicate check).
   std::vector<std::string_view> seen_attrs_;
 };
