@@ -436,10 +436,101 @@ Status HandleDynamicUpdateSlice(SpmdContext& ctx, const Instruction& instr) {
   return Status::Ok();
 }
 
+namespace {
+
+// XLA's TopK-shaped sort: a sort of (values, iota along the sort dim) whose
+// only users take the first k elements along the sort dim of each result
+// (get-tuple-element then slice [0:k], other dims whole), with the values
+// tiled evenly along the sort dim. Each partition sorts its own tile (the
+// iota carries the global positions), keeps its first k, the candidates
+// are all-gathered along the sort dim and sorted again. Only the first k
+// positions of the sort's value are meaningful afterwards (the rest are
+// zeros), which is all its users read. Returns false when the pattern does
+// not match.
+bool TryTopKShapedSort(SpmdContext& ctx, const Instruction& instr) {
+  if (instr.operand_count() != 2 || !instr.shape().IsTuple() || instr.users().empty() ||
+      instr.IsRoot() || instr.attrs().dimensions.size() != 1)
+    return false;
+  const int64_t dim = instr.attrs().dimensions[0];
+  const Instruction* iota = instr.operand(1);
+  if (iota->opcode() != Opcode::kIota || iota->attrs().iota_dimension != dim) return false;
+  const std::vector<int64_t> dims = instr.operand(0)->shape().dimensions();
+  const int64_t n = dims[dim];
+  int64_t k = -1;
+  for (const Instruction* gte : instr.users()) {
+    if (gte->opcode() != Opcode::kGetTupleElement || gte->users().empty() || gte->IsRoot())
+      return false;
+    for (const Instruction* s : gte->users()) {
+      if (s->opcode() != Opcode::kSlice || s->attrs().slice.size() != dims.size()) return false;
+      for (int64_t d = 0; d < static_cast<int64_t>(dims.size()); ++d) {
+        const SliceDimension& sd = s->attrs().slice[d];
+        if (sd.start != 0 || sd.stride != 1) return false;
+        if (d == dim) {
+          if (k >= 0 && sd.limit != k) return false;
+          k = sd.limit;
+        } else if (sd.limit != dims[d]) {
+          return false;
+        }
+      }
+    }
+  }
+  if (k <= 0 || k >= n) return false;
+  const Sharding s = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
+  if (!Plain(s) || Tiles(s, dim) <= 1 || n % Tiles(s, dim) != 0) return false;
+  const int64_t p = Tiles(s, dim), tile = n / p, kk = std::min(k, tile);
+  SpmdBuilder& b = ctx.b;
+  SpmdBuilder::ScopedCause rule(b, instr, "TopK-shaped sort: per-partition top k, then merged");
+  PartitionedValue values = ctx.OperandAs(instr, 0, s);
+  PartitionedValue index = ctx.OperandAs(instr, 1, s);
+  auto local_tuple = [&](const std::vector<int64_t>& d) {
+    return Shape::Tuple({Shape(instr.shape().tuple_shapes(0).element_type(), d),
+                         Shape(instr.shape().tuple_shapes(1).element_type(), d)});
+  };
+  auto element = [&](Instruction* t, int64_t i) {
+    Instruction* g = b.Add(Opcode::kGetTupleElement, t->shape().tuple_shapes(i), {t});
+    g->mutable_attrs().tuple_index = i;
+    return g;
+  };
+  std::vector<int64_t> ldims = values.hlo->shape().dimensions();
+  Instruction* local = ctx.Clone(instr, local_tuple(ldims), {values.hlo, index.hlo});
+  // Each partition's first kk, gathered along the sort dim.
+  const Sharding gathered = ReplicateDims(s, {dim});
+  std::vector<int64_t> cand_global = dims;
+  cand_global[dim] = kk * p;
+  std::vector<int64_t> start(dims.size(), 0), limit = ldims;
+  limit[dim] = kk;
+  std::vector<Instruction*> cands;
+  for (int64_t i = 0; i < 2; ++i) {
+    Instruction* top = b.Slice(element(local, i), start, limit);
+    Shape g(top->shape().element_type(), cand_global);
+    cands.push_back(Reshard(b, {top, g, s}, gathered).hlo);
+  }
+  std::vector<int64_t> cdims = cands[0]->shape().dimensions();
+  Instruction* merged = ctx.Clone(instr, local_tuple(cdims), cands);
+  // The first k of the merged candidates, at full length along the sort
+  // dim (positions past k are never read).
+  std::vector<int64_t> klimit = cdims, high(cdims.size(), 0);
+  klimit[dim] = k;
+  high[dim] = n - k;
+  std::vector<Instruction*> elems;
+  std::vector<Shape> shapes;
+  for (int64_t i = 0; i < 2; ++i) {
+    Instruction* e = b.PadHigh(b.Slice(element(merged, i), start, klimit), high);
+    elems.push_back(e);
+    shapes.push_back(e->shape());
+  }
+  Instruction* t = b.Add(Opcode::kTuple, Shape::Tuple(shapes), elems);
+  SetNamed(ctx, instr, {t, instr.shape(), Sharding::Tuple({gathered, gathered})});
+  return true;
+}
+
+}  // namespace
+
 // Sort along a tiled dim: as XLA, move that tiling to a free dim that it
 // divides (all-to-all), sort locally, move it back; with no such dim the
 // sort dim is made whole.
 Status HandleSort(SpmdContext& ctx, const Instruction& instr) {
+  if (TryTopKShapedSort(ctx, instr)) return Status::Ok();
   Sharding out = ctx.ShardingOf(instr);
   const Sharding out0 = out.IsTuple() ? out.tuple_elements().at(0) : out;
   if (!Plain(out0)) return HandlePassThrough(ctx, instr);
