@@ -51,23 +51,45 @@ std::optional<Sharding> ReshapeOperandSharding(const std::vector<int64_t>& in_di
     for (int64_t o : g.out)
       if (out.TileDim(o) > 1) tiled.push_back(o);
     if (tiled.empty()) continue;
-    if (tiled.size() > 1) return std::nullopt;
-    auto first_big = [](const std::vector<int64_t>& dims, const std::vector<int64_t>& sizes) {
-      for (int64_t d : dims)
-        if (sizes[d] > 1) return d;
-      return dims.empty() ? int64_t{-1} : dims[0];
-    };
-    int64_t o = tiled[0];
-    int64_t in = first_big(g.in, in_dims);
-    if (o != first_big(g.out, out_dims) || in < 0) return std::nullopt;
-    const int64_t t = out.TileDim(o);
-    int64_t big_in = 0, big_out = 0;
-    for (int64_t d : g.in) big_in += in_dims[d] > 1;
-    for (int64_t d : g.out) big_out += out_dims[d] > 1;
+    std::vector<int64_t> real_in, real_out;
+    for (int64_t d : g.in)
+      if (in_dims[d] > 1) real_in.push_back(d);
+    for (int64_t d : g.out)
+      if (out_dims[d] > 1) real_out.push_back(d);
+    if (real_in.empty()) return std::nullopt;
     // One real dim on each side: the same dim renamed, uneven tiles are fine.
-    bool same_dim = big_in == 1 && big_out == 1;
-    if (!same_dim && (out_dims[o] % t != 0 || in_dims[in] % t != 0)) return std::nullopt;
-    in_tiles[in] = t;
+    if (real_in.size() == 1 && real_out.size() == 1) {
+      in_tiles[real_in[0]] = out.TileDim(real_out[0]);
+      continue;
+    }
+    // Several tiled dims (XLA's ReshapeSharding): the group's tiles are
+    // contiguous runs of its row-major elements only when every real dim
+    // before the last tiled one is tiled into single elements. That run
+    // count T then tiles the operand's dims major to minor: whole dims
+    // while T covers them, then one dim that T divides.
+    int64_t total = 1;
+    for (size_t j = 0; j < real_out.size(); ++j) {
+      const int64_t o = real_out[j], t = out.TileDim(o);
+      const bool later_tiled =
+          std::any_of(real_out.begin() + j + 1, real_out.end(),
+                      [&](int64_t x) { return out.TileDim(x) > 1; });
+      if (later_tiled && t != out_dims[o]) return std::nullopt;
+      if (t > 1 && out_dims[o] % t != 0) return std::nullopt;
+      total *= t;
+    }
+    for (int64_t d : real_in) {
+      if (total == 1) break;
+      if (total % in_dims[d] == 0) {
+        in_tiles[d] = in_dims[d];
+        total /= in_dims[d];
+      } else if (in_dims[d] % total == 0) {
+        in_tiles[d] = total;
+        total = 1;
+      } else {
+        return std::nullopt;
+      }
+    }
+    if (total != 1) return std::nullopt;
   }
   std::vector<int64_t> dims = in_tiles;
   const TileAssignment& ta = out.tile_assignment();
