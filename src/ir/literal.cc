@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 
 #include "ir/float8.h"
 #include "support/float16.h"
@@ -136,8 +137,46 @@ void Literal::SetInt(int64_t i, int64_t v) {
 
 namespace {
 
+// Mantissa bits of the float types whose NaN payloads we keep; 0 otherwise.
+int NanMantissaBits(PrimitiveType t) {
+  switch (t) {
+    case PrimitiveType::F16: return 10;
+    case PrimitiveType::BF16: return 7;
+    case PrimitiveType::F32: case PrimitiveType::C64: return 23;
+    case PrimitiveType::F64: case PrimitiveType::C128: return 52;
+    default: return 0;
+  }
+}
+
+}  // namespace
+
+std::string NanText(double v, PrimitiveType t) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &v, 8);
+  std::string out = (bits >> 63) ? "-nan" : "nan";
+  const int m = NanMantissaBits(t);
+  if (m == 0) return out;
+  const uint64_t payload = (bits & ((uint64_t{1} << 52) - 1)) >> (52 - m);
+  if (payload == uint64_t{1} << (m - 1)) return out;  // the plain quiet NaN
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "(0x%llx)", static_cast<unsigned long long>(payload));
+  return out + buf;
+}
+
+double MakeNan(bool negative, uint64_t payload, PrimitiveType t) {
+  const int m = NanMantissaBits(t) > 0 ? NanMantissaBits(t) : 52;
+  uint64_t mantissa = (payload & ((uint64_t{1} << m) - 1)) << (52 - m);
+  if (mantissa == 0) mantissa = uint64_t{1} << 51;  // a NaN needs a payload
+  const uint64_t bits = (uint64_t{negative} << 63) | (uint64_t{0x7ff} << 52) | mantissa;
+  double v = 0;
+  std::memcpy(&v, &bits, 8);
+  return v;
+}
+
+namespace {
+
 std::string FormatFloat(double v, PrimitiveType t) {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) return NanText(v, t);
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::to_chars_result r;

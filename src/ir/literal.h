@@ -91,4 +91,13 @@ class Literal {
   std::vector<Literal> elements_;
 };
 
+// NaNs in HLO text, as XLA writes them: "nan" or "-nan", followed by
+// "(0x<payload>)" when the mantissa is not the plain quiet NaN's. NanText
+// reads the NaN of element type `t` held (widened) in `v`; payloads are
+// kept for f16, bf16, f32 and f64, other types print the bare form.
+// MakeNan builds that NaN as a double (a payload of 0 means the plain
+// quiet NaN; only payloads with the quiet bit survive narrowing).
+std::string NanText(double v, PrimitiveType t);
+double MakeNan(bool negative, uint64_t payload, PrimitiveType t);
+
 }  // namespace meshsplit

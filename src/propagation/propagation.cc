@@ -10,6 +10,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "ir/shape_inference_p2p.h"
 #include "propagation/propagator.h"
 #include "support/check.h"
 
@@ -413,8 +414,9 @@ std::vector<Instruction*> Propagator::RelatedInstructions(Instruction* instr) {
   }
 }
 
-// A while whose body holds a channel instruction (an all-reduce or
-// reduce-scatter with a channel id) placed on one device must run entirely on
+// A while whose body holds a channel instruction (a send or recv that is not
+// a host transfer, or an all-reduce or reduce-scatter with a channel id)
+// placed on one device must run entirely on
 // that device: every other single-device instruction of the body must agree,
 // and the body root is placed there if it has no placement yet (from which
 // the while, its parameters and its condition take it, below). XLA checks the
@@ -448,9 +450,11 @@ Status Propagator::CheckWhileDeviceAssignments() {
         if (removed_.count(i)) continue;
         const std::optional<int64_t> d = unique_device(i);
         if (!d) continue;
-        const bool is_channel = (i->opcode() == Opcode::kAllReduce ||
-                                 i->opcode() == Opcode::kReduceScatter) &&
-                                i->attrs().channel_id.has_value();
+        const bool is_channel =
+            ((i->opcode() == Opcode::kSend || i->opcode() == Opcode::kRecv) &&
+             !IsHostTransfer(*i)) ||
+            ((i->opcode() == Opcode::kAllReduce || i->opcode() == Opcode::kReduceScatter) &&
+             i->attrs().channel_id.has_value());
         if (device) {
           if (*d != *device) return conflict(i, *d, channel, *device);
         } else if (is_channel) {

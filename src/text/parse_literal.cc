@@ -225,7 +225,18 @@ bool Parser::ParseFloatText(std::string_view text, size_t pos, PrimitiveType typ
     return true;
   }
   if (body.substr(0, 3) == "nan") {
-    *value = negative ? -NAN : NAN;
+    // "nan", "-nan" or XLA's "nan(0x<payload>)" with the mantissa bits.
+    uint64_t payload = 0;
+    if (body.size() > 3) {
+      std::string_view p = body.substr(3);
+      if (p.size() < 5 || p.substr(0, 3) != "(0x" || p.back() != ')')
+        return Error(pos, text.size(), "malformed NaN '" + std::string(text) + "'");
+      p = p.substr(3, p.size() - 4);
+      auto r = std::from_chars(p.data(), p.data() + p.size(), payload, 16);
+      if (r.ec != std::errc() || r.ptr != p.data() + p.size())
+        return Error(pos, text.size(), "malformed NaN payload in '" + std::string(text) + "'");
+    }
+    *value = MakeNan(negative, payload, type);
     return true;
   }
   bool hex = body.size() > 2 && body[0] == '0' && (body[1] == 'x' || body[1] == 'X');

@@ -39,7 +39,7 @@ void AppendBraced(std::string& out, const std::vector<int64_t>& v) {
 
 // Shortest text that reads back to the same float (or double).
 std::string FormatFloat(double v, bool is_double) {
-  if (std::isnan(v)) return "nan";
+  if (std::isnan(v)) return NanText(v, is_double ? PrimitiveType::F64 : PrimitiveType::F32);
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::to_chars_result r = is_double
