@@ -3,16 +3,37 @@
 // its own for the transfers and collectives (they are not spatially
 // partitioned): they run on whole values, as collectives written in the
 // input do, so every partition exchanges exactly what the unpartitioned
-// program exchanged. set-dimension-size keeps its operand's layout except
-// along the dimension it sizes, which is made whole so that the size stays
-// the global one (as get-dimension-size returns the global size).
+// program exchanged; a transfer with a replicated or tiled sharding is
+// refused, as XLA refuses side-effecting ops spread over partitions.
+// set-dimension-size keeps its operand's layout except along the dimension
+// it sizes, which is made whole so that the size stays the global one (as
+// get-dimension-size returns the global size).
 // dynamic-reshape runs on whole values (our shapes are static bounds, so it
 // is a reshape of the bounds; like XLA we have no partitioned form).
+#include <algorithm>
+#include <string>
+
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
 
 Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr) {
+  // Transfers have side effects: like XLA, refuse a sharding that spreads
+  // one over several partitions (replicated or tiled), since each would
+  // repeat it. Maximal and manual ones, and unannotated ones, run.
+  if (instr.has_sharding()) {
+    const Sharding& s = *instr.sharding();
+    auto one_device = [](const Sharding& e) { return e.IsMaximal() || e.IsManual(); };
+    const bool ok = one_device(s) || (s.IsTuple() && std::all_of(s.tuple_elements().begin(),
+                                                                 s.tuple_elements().end(),
+                                                                 one_device));
+    if (!ok)
+      return Status::Error(std::string(OpcodeName(instr.opcode())) + " %" + instr.name() +
+                               " has sharding " + s.ToString(false) +
+                               ": side-effecting ops cannot be replicated or tiled (give them "
+                               "a {maximal device=N} or {manual} sharding)",
+                           instr.loc());
+  }
   return ctx.Fallback(instr, "a point-to-point transfer runs on whole values");
 }
 
