@@ -48,9 +48,13 @@ Evaluation Evaluator::Evaluate(const Choice& choice) const {
 Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
   ShardSpec spec = spec_in;
   if (!spec.existing_axes.empty()) {
-    if (spec.existing_axes != lifted_axes_)
-      return Failed("spec", Status::Error("existing_axes differ from the ones the module was "
-                                          "lifted with"));
+    if (spec.existing_axes != lifted_axes_) {
+      std::string axes;
+      for (const auto& a : spec.existing_axes) axes += (axes.empty() ? "" : ",") + a;
+      return Failed("spec", Status::Error("it lifts the module's shardings with existing_axes " +
+                                          axes + ", the search did not (give --existing-axes " +
+                                          axes + ")"));
+    }
     spec.existing_axes.clear();  // already applied to the module text
   }
   // A fresh copy per candidate: propagation and the spec edit it in place.
