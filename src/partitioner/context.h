@@ -215,6 +215,9 @@ Status HandleCopyStart(SpmdContext& ctx, const Instruction& instr);
 // set-dimension-size keeps its operand's layout but the sized dimension;
 // dynamic-reshape on whole values.
 Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr);
+// collective-broadcast / ragged-all-to-all: as written in a manual region,
+// else as the collectives written in the input.
+Status HandleGroupCollective(SpmdContext& ctx, const Instruction& instr);
 Status HandleSetDimensionSize(SpmdContext& ctx, const Instruction& instr);
 Status HandleDynamicReshape(SpmdContext& ctx, const Instruction& instr);
 Status HandleAsyncCollective(SpmdContext& ctx, const Instruction& instr);

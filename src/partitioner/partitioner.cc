@@ -280,7 +280,7 @@ Status PartitionInstruction(SpmdContext& ctx, const Instruction& instr) {
     case Opcode::kSend: case Opcode::kSendDone: case Opcode::kRecv: case Opcode::kRecvDone:
       return HandleSendRecv(ctx, instr);
     case Opcode::kCollectiveBroadcast: case Opcode::kRaggedAllToAll:
-      return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
+      return HandleGroupCollective(ctx, instr);
     case Opcode::kSetDimensionSize:
       return HandleSetDimensionSize(ctx, instr);
     case Opcode::kDynamicReshape:

@@ -3,8 +3,9 @@
 // its own for the transfers and collectives (they are not spatially
 // partitioned): they run on whole values, as collectives written in the
 // input do, so every partition exchanges exactly what the unpartitioned
-// program exchanged; a transfer with a replicated or tiled sharding is
-// refused, as XLA refuses side-effecting ops spread over partitions.
+// program exchanged, and as written in a manual region; a transfer with a
+// replicated or tiled sharding is refused, as XLA refuses side-effecting
+// ops spread over partitions.
 // set-dimension-size keeps its operand's layout except along the dimension
 // it sizes, which is made whole so that the size stays the global one (as
 // get-dimension-size returns the global size).
@@ -12,22 +13,50 @@
 // is a reshape of the bounds; like XLA we have no partitioned form).
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "partitioner/context.h"
 
 namespace meshsplit::spmd {
 
+namespace {
+
+// Whether every element of `s` satisfies `pred` (s itself when not a tuple).
+template <typename Pred>
+bool AllElements(const Sharding& s, Pred pred) {
+  return pred(s) || (s.IsTuple() && std::all_of(s.tuple_elements().begin(),
+                                                s.tuple_elements().end(), pred));
+}
+
+// In a (fully) manual region an op runs as written on each partition's own
+// values: its operands are manual too, so no layout changes. False (nothing
+// emitted) when `instr` is not manual.
+bool RunAsWrittenIfManual(SpmdContext& ctx, const Instruction& instr) {
+  if (!instr.has_sharding() ||
+      !AllElements(*instr.sharding(), [](const Sharding& e) { return e.IsManual(); }))
+    return false;
+  std::vector<Instruction*> operands;
+  for (const Instruction* o : instr.operands()) operands.push_back(ctx.Get(o).hlo);
+  Instruction* r = ctx.Clone(instr, instr.shape(), operands);
+  ctx.Set(instr, {r, instr.shape(), *instr.sharding()});
+  return true;
+}
+
+}  // namespace
+
+Status HandleGroupCollective(SpmdContext& ctx, const Instruction& instr) {
+  if (RunAsWrittenIfManual(ctx, instr)) return Status::Ok();
+  return HandleInputCollective(ctx, instr);  // handlers/collectives.cc
+}
+
 Status HandleSendRecv(SpmdContext& ctx, const Instruction& instr) {
   // Transfers have side effects: like XLA, refuse a sharding that spreads
   // one over several partitions (replicated or tiled), since each would
   // repeat it. Maximal and manual ones, and unannotated ones, run.
+  if (RunAsWrittenIfManual(ctx, instr)) return Status::Ok();
   if (instr.has_sharding()) {
     const Sharding& s = *instr.sharding();
-    auto one_device = [](const Sharding& e) { return e.IsMaximal() || e.IsManual(); };
-    const bool ok = one_device(s) || (s.IsTuple() && std::all_of(s.tuple_elements().begin(),
-                                                                 s.tuple_elements().end(),
-                                                                 one_device));
-    if (!ok)
+    if (!AllElements(s, [](const Sharding& e) { return e.IsMaximal() || e.IsManual(); }))
       return Status::Error(std::string(OpcodeName(instr.opcode())) + " %" + instr.name() +
                                " has sharding " + s.ToString(false) +
                                ": side-effecting ops cannot be replicated or tiled (give them "
