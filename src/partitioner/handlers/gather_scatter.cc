@@ -185,6 +185,51 @@ bool TrySlicedOperandGather(SpmdContext& ctx, const Instruction& instr) {
   return true;
 }
 
+// Indices as s32 with an explicit index vector dim (appended when the
+// indices have none).
+Instruction* IndicesWithVectorDim(SpmdBuilder& b, Instruction* idx, int64_t ivd) {
+  std::vector<int64_t> idims = idx->shape().dimensions();
+  if (ivd == static_cast<int64_t>(idims.size())) {
+    idims.push_back(1);
+    idx = b.Reshape(idx, idims);
+  }
+  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
+  return idx;
+}
+
+// Scatter indices (as s32 with an explicit vector dim) shifted into each
+// partition's tile of the operand (sharded `op_s`) along the `sliced`
+// operand dims; the other components are left as they are.
+Instruction* ShiftScatterIndices(SpmdBuilder& b, Instruction* idx,
+                                 const ScatterDimensionNumbers& dn,
+                                 const std::vector<int64_t>& sliced, const Sharding& op_s,
+                                 const Shape& op_shape) {
+  const int64_t ivd = dn.index_vector_dim;
+  idx = IndicesWithVectorDim(b, idx, ivd);
+  const std::vector<int64_t> idims = idx->shape().dimensions();
+  std::vector<int64_t> comp_dims = idims;
+  comp_dims[ivd] = 1;
+  std::vector<Instruction*> parts;
+  for (size_t c = 0; c < dn.scatter_dims_to_operand_dims.size(); ++c) {
+    std::vector<int64_t> start(idims.size(), 0), limit = idims;
+    start[ivd] = c;
+    limit[ivd] = c + 1;
+    Instruction* comp = b.Slice(idx, start, limit);
+    const int64_t d = dn.scatter_dims_to_operand_dims[c];
+    if (Contains(sliced, d)) {
+      Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
+      comp = b.Binary(Opcode::kSubtract, comp, b.BroadcastScalar(off, comp_dims));
+    }
+    parts.push_back(comp);
+  }
+  if (parts.size() == 1) return parts[0];
+  Shape s = idx->shape();
+  s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+  Instruction* shifted = b.Add(Opcode::kConcatenate, s, parts);
+  shifted->mutable_attrs().dimensions = {ivd};
+  return shifted;
+}
+
 // Scatter into an operand tiled along indexed dims whose update windows are
 // one element wide: each partition scatters into its own tile with indices
 // shifted by the tile offset; updates that land outside the tile are out of
@@ -193,7 +238,6 @@ bool TrySlicedOperandScatter(SpmdContext& ctx, const Instruction& instr,
                              const std::vector<int64_t>& upd_to_op) {
   const ScatterDimensionNumbers& dn = *instr.attrs().scatter_dnums;
   const Shape& op_shape = instr.operand(0)->shape();
-  const Shape& idx_shape = instr.operand(1)->shape();
   const Shape& upd_shape = instr.operand(2)->shape();
   Sharding os = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
   Sharding out = ctx.ShardingOf(instr);
@@ -214,35 +258,7 @@ bool TrySlicedOperandScatter(SpmdContext& ctx, const Instruction& instr,
   PartitionedValue operand = ctx.OperandAs(instr, 0, os);
   Instruction* idx = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
   Instruction* upd = ctx.OperandAs(instr, 2, Sharding::Replicate()).hlo;
-  std::vector<int64_t> idims = idx_shape.dimensions();
-  const int64_t ivd = dn.index_vector_dim;
-  if (ivd == static_cast<int64_t>(idims.size())) {
-    idims.push_back(1);
-    idx = b.Reshape(idx, idims);
-  }
-  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
-  std::vector<int64_t> comp_dims = idims;
-  comp_dims[ivd] = 1;
-  std::vector<Instruction*> parts;
-  for (size_t k = 0; k < dn.scatter_dims_to_operand_dims.size(); ++k) {
-    std::vector<int64_t> start(idims.size(), 0), limit = idims;
-    start[ivd] = k;
-    limit[ivd] = k + 1;
-    Instruction* c = b.Slice(idx, start, limit);
-    const int64_t d = dn.scatter_dims_to_operand_dims[k];
-    if (Contains(sliced, d)) {
-      Instruction* off = TileOffset(b, os, op_shape.dimensions(), d);
-      c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
-    }
-    parts.push_back(c);
-  }
-  Instruction* shifted = parts[0];
-  if (parts.size() > 1) {
-    Shape s = idx->shape();
-    s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
-    shifted = b.Add(Opcode::kConcatenate, s, parts);
-    shifted->mutable_attrs().dimensions = {ivd};
-  }
+  Instruction* shifted = ShiftScatterIndices(b, idx, dn, sliced, os, op_shape);
   // A global index past the end lands in the last tile's padding at most,
   // which holds arbitrary values anyway.
   Instruction* r = ctx.Clone(instr, operand.hlo->shape(), {operand.hlo, shifted, upd});
@@ -321,17 +337,6 @@ std::optional<Sharding> PlanIteration(const ContractionSpace& space, const Shape
   return it;
 }
 
-// Indices as s32 with an explicit index vector dim (appended when the
-// indices have none).
-Instruction* IndicesWithVectorDim(SpmdBuilder& b, Instruction* idx, int64_t ivd) {
-  std::vector<int64_t> idims = idx->shape().dimensions();
-  if (ivd == static_cast<int64_t>(idims.size())) {
-    idims.push_back(1);
-    idx = b.Reshape(idx, idims);
-  }
-  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
-  return idx;
-}
 
 // Gather planned in its iteration space: the output dims that can stay
 // tiled (batch dims, offset dims whose slice spans the operand dim) plus
@@ -565,34 +570,7 @@ bool TryPlannedScatter(SpmdContext& ctx, const Instruction& instr, int64_t k,
       b, instr, !summed.empty() ? "update scatter dims tiled -> pieces combined"
                                 : "pass-through / sliced dims kept tiled");
   Instruction* idx = ctx.OperandAs(instr, k, idx_s).hlo;
-  if (!sliced.empty()) {
-    // Indices shifted into each partition's tile along the sliced dims.
-    const int64_t ivd = dn.index_vector_dim;
-    idx = IndicesWithVectorDim(b, idx, ivd);
-    const std::vector<int64_t> idims = idx->shape().dimensions();
-    std::vector<int64_t> comp_dims = idims;
-    comp_dims[ivd] = 1;
-    std::vector<Instruction*> parts;
-    for (size_t c = 0; c < dn.scatter_dims_to_operand_dims.size(); ++c) {
-      std::vector<int64_t> start(idims.size(), 0), limit = idims;
-      start[ivd] = c;
-      limit[ivd] = c + 1;
-      Instruction* comp = b.Slice(idx, start, limit);
-      const int64_t d = dn.scatter_dims_to_operand_dims[c];
-      if (Contains(sliced, d)) {
-        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
-        comp = b.Binary(Opcode::kSubtract, comp, b.BroadcastScalar(off, comp_dims));
-      }
-      parts.push_back(comp);
-    }
-    idx = parts[0];
-    if (parts.size() > 1) {
-      Shape s = parts[0]->shape();
-      s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
-      idx = b.Add(Opcode::kConcatenate, s, parts);
-      idx->mutable_attrs().dimensions = {ivd};
-    }
-  }
+  if (!sliced.empty()) idx = ShiftScatterIndices(b, idx, dn, sliced, op_s, op_shape);
   const Shape local_op = LocalShape(op_shape, op_s);
   if (variadic) {
     std::vector<Instruction*> operands;
