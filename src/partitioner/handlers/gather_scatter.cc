@@ -98,13 +98,98 @@ double CombinerIdentity(Opcode op, PrimitiveType ty) {
   return is_min ? hi : lo;
 }
 
+// Indices as s32 with an explicit index vector dim (appended when the
+// indices have none).
+Instruction* IndicesWithVectorDim(SpmdBuilder& b, Instruction* idx, int64_t ivd) {
+  std::vector<int64_t> idims = idx->shape().dimensions();
+  if (ivd == static_cast<int64_t>(idims.size())) {
+    idims.push_back(1);
+    idx = b.Reshape(idx, idims);
+  }
+  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
+  return idx;
+}
+
+// Indices as s32 with an explicit vector dim, split into their components
+// along it (component k indexes operand dim `component_dims[k]`);
+// `rewrite(component, d, comp_dims)` returns each component's new value and
+// the results are concatenated back along the vector dim.
+template <typename Rewrite>
+Instruction* RewriteIndexComponents(SpmdBuilder& b, Instruction* idx, int64_t ivd,
+                                    const std::vector<int64_t>& component_dims,
+                                    Rewrite rewrite) {
+  idx = IndicesWithVectorDim(b, idx, ivd);
+  const std::vector<int64_t> idims = idx->shape().dimensions();
+  std::vector<int64_t> comp_dims = idims;
+  comp_dims[ivd] = 1;
+  std::vector<Instruction*> parts;
+  for (size_t k = 0; k < component_dims.size(); ++k) {
+    std::vector<int64_t> start(idims.size(), 0), limit = idims;
+    start[ivd] = k;
+    limit[ivd] = k + 1;
+    parts.push_back(rewrite(b.Slice(idx, start, limit), component_dims[k], comp_dims));
+  }
+  if (parts.size() == 1) return parts[0];
+  Shape s = idx->shape();
+  s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
+  Instruction* joined = b.Add(Opcode::kConcatenate, s, parts);
+  joined->mutable_attrs().dimensions = {ivd};
+  return joined;
+}
+
+// Scatter indices shifted into each partition's tile of the operand
+// (sharded `op_s`) along the `sliced` operand dims; the other components are
+// left as they are.
+Instruction* ShiftScatterIndices(SpmdBuilder& b, Instruction* idx,
+                                 const ScatterDimensionNumbers& dn,
+                                 const std::vector<int64_t>& sliced, const Sharding& op_s,
+                                 const Shape& op_shape) {
+  return RewriteIndexComponents(
+      b, idx, dn.index_vector_dim, dn.scatter_dims_to_operand_dims,
+      [&](Instruction* comp, int64_t d, const std::vector<int64_t>& comp_dims) {
+        if (!Contains(sliced, d)) return comp;
+        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
+        return b.Binary(Opcode::kSubtract, comp, b.BroadcastScalar(off, comp_dims));
+      });
+}
+
+// Gather indices along the `sliced` operand dims (indexed with unit slices)
+// clamped as the global gather clamps them, then shifted into each
+// partition's tile of the operand (sharded `op_s`, local dims
+// `local_op_dims`). `*valid` becomes true where the row lies inside this
+// partition's tile (null when nothing is sliced).
+Instruction* ShiftGatherIndices(SpmdBuilder& b, Instruction* idx,
+                                const GatherDimensionNumbers& dn,
+                                const std::vector<int64_t>& sliced, const Sharding& op_s,
+                                const Shape& op_shape,
+                                const std::vector<int64_t>& local_op_dims,
+                                Instruction** valid) {
+  *valid = nullptr;
+  return RewriteIndexComponents(
+      b, idx, dn.index_vector_dim, dn.start_index_map,
+      [&](Instruction* c, int64_t d, const std::vector<int64_t>& comp_dims) {
+        if (!Contains(sliced, d)) return c;
+        Instruction* lo = b.BroadcastScalar(b.ScalarS32(0), comp_dims);
+        Instruction* hi = b.BroadcastScalar(b.ScalarS32(op_shape.dimensions(d) - 1), comp_dims);
+        c = b.Binary(Opcode::kMinimum, b.Binary(Opcode::kMaximum, c, lo), hi);
+        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
+        c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
+        Instruction* in_lo = b.Compare(c, lo, ComparisonDirection::kGe);
+        Instruction* in_hi =
+            b.Compare(c, b.BroadcastScalar(b.ScalarS32(local_op_dims[d]), comp_dims),
+                      ComparisonDirection::kLt);
+        Instruction* v = b.Binary(Opcode::kAnd, in_lo, in_hi);
+        *valid = *valid == nullptr ? v : b.Binary(Opcode::kAnd, *valid, v);
+        return c;
+      });
+}
+
 // Gather with the operand tiled along indexed dims whose slices are one
 // element wide: partition-local gathers with shifted indices, out-of-tile
 // rows zeroed, summed by an all-reduce. Returns false when it does not apply.
 bool TrySlicedOperandGather(SpmdContext& ctx, const Instruction& instr) {
   const GatherDimensionNumbers& dn = *instr.attrs().gather_dnums;
   const Shape& op_shape = instr.operand(0)->shape();
-  const Shape& idx_shape = instr.operand(1)->shape();
   const std::vector<int64_t>& slice = instr.attrs().gather_slice_sizes;
   PartitionedValue operand = ctx.Get(instr.operand(0));
   Sharding os = NormalizeForPartitioning(operand.sharding);
@@ -120,51 +205,13 @@ bool TrySlicedOperandGather(SpmdContext& ctx, const Instruction& instr) {
   operand = Reshard(ctx.b, operand, os);
   PartitionedValue indices = ctx.OperandAs(instr, 1, Sharding::Replicate());
   SpmdBuilder& b = ctx.b;
-  // Indices as s32 with an explicit index vector dim.
-  Instruction* idx = indices.hlo;
-  std::vector<int64_t> idims = idx_shape.dimensions();
-  int64_t ivd = dn.index_vector_dim;
-  if (ivd == static_cast<int64_t>(idims.size())) {
-    idims.push_back(1);
-    idx = b.Reshape(idx, idims);
-  }
-  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
   // Per component: clamp like the global gather would, then shift by the
   // tile offset; remember whether the row lies inside this tile.
-  std::vector<Instruction*> parts;
   Instruction* valid = nullptr;
-  std::vector<int64_t> comp_dims = idims;
-  comp_dims[ivd] = 1;
-  for (size_t k = 0; k < dn.start_index_map.size(); ++k) {
-    std::vector<int64_t> start(idims.size(), 0), limit = idims;
-    start[ivd] = k;
-    limit[ivd] = k + 1;
-    Instruction* c = b.Slice(idx, start, limit);
-    const int64_t d = dn.start_index_map[k];
-    if (Contains(sliced, d)) {
-      Instruction* lo = b.BroadcastScalar(b.ScalarS32(0), comp_dims);
-      Instruction* hi =
-          b.BroadcastScalar(b.ScalarS32(op_shape.dimensions(d) - slice[d]), comp_dims);
-      c = b.Binary(Opcode::kMaximum, c, lo);
-      c = b.Binary(Opcode::kMinimum, c, hi);
-      Instruction* off = TileOffset(b, os, op_shape.dimensions(), d);
-      c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
-      const int64_t local = operand.hlo->shape().dimensions(d);
-      Instruction* in_lo = b.Compare(c, lo, ComparisonDirection::kGe);
-      Instruction* in_hi = b.Compare(c, b.BroadcastScalar(b.ScalarS32(local), comp_dims),
-                                     ComparisonDirection::kLt);
-      Instruction* v = b.Binary(Opcode::kAnd, in_lo, in_hi);
-      valid = valid == nullptr ? v : b.Binary(Opcode::kAnd, valid, v);
-    }
-    parts.push_back(c);
-  }
-  Instruction* shifted = parts[0];
-  if (parts.size() > 1) {
-    Shape s = idx->shape();
-    s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
-    shifted = b.Add(Opcode::kConcatenate, s, parts);
-    shifted->mutable_attrs().dimensions = {ivd};
-  }
+  Instruction* shifted = ShiftGatherIndices(b, indices.hlo, dn, sliced, os, op_shape,
+                                            operand.hlo->shape().dimensions(), &valid);
+  const std::vector<int64_t> idims = shifted->shape().dimensions();
+  const int64_t ivd = dn.index_vector_dim;
   // Padding rows of the operand tile are never read: in-tile positions are
   // below the tile's real extent only when the row exists globally (the
   // clamp keeps them in range), so no operand masking is needed.
@@ -183,51 +230,6 @@ bool TrySlicedOperandGather(SpmdContext& ctx, const Instruction& instr) {
   g = b.AllReduce(g, os.GroupsAlongDims(sliced), b.Reducer(Opcode::kAdd, ty));
   ctx.Set(instr, Reshard(b, {g, instr.shape(), Sharding::Replicate()}, ctx.ShardingOf(instr)));
   return true;
-}
-
-// Indices as s32 with an explicit index vector dim (appended when the
-// indices have none).
-Instruction* IndicesWithVectorDim(SpmdBuilder& b, Instruction* idx, int64_t ivd) {
-  std::vector<int64_t> idims = idx->shape().dimensions();
-  if (ivd == static_cast<int64_t>(idims.size())) {
-    idims.push_back(1);
-    idx = b.Reshape(idx, idims);
-  }
-  if (idx->shape().element_type() != PrimitiveType::S32) idx = b.Convert(idx, PrimitiveType::S32);
-  return idx;
-}
-
-// Scatter indices (as s32 with an explicit vector dim) shifted into each
-// partition's tile of the operand (sharded `op_s`) along the `sliced`
-// operand dims; the other components are left as they are.
-Instruction* ShiftScatterIndices(SpmdBuilder& b, Instruction* idx,
-                                 const ScatterDimensionNumbers& dn,
-                                 const std::vector<int64_t>& sliced, const Sharding& op_s,
-                                 const Shape& op_shape) {
-  const int64_t ivd = dn.index_vector_dim;
-  idx = IndicesWithVectorDim(b, idx, ivd);
-  const std::vector<int64_t> idims = idx->shape().dimensions();
-  std::vector<int64_t> comp_dims = idims;
-  comp_dims[ivd] = 1;
-  std::vector<Instruction*> parts;
-  for (size_t c = 0; c < dn.scatter_dims_to_operand_dims.size(); ++c) {
-    std::vector<int64_t> start(idims.size(), 0), limit = idims;
-    start[ivd] = c;
-    limit[ivd] = c + 1;
-    Instruction* comp = b.Slice(idx, start, limit);
-    const int64_t d = dn.scatter_dims_to_operand_dims[c];
-    if (Contains(sliced, d)) {
-      Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
-      comp = b.Binary(Opcode::kSubtract, comp, b.BroadcastScalar(off, comp_dims));
-    }
-    parts.push_back(comp);
-  }
-  if (parts.size() == 1) return parts[0];
-  Shape s = idx->shape();
-  s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
-  Instruction* shifted = b.Add(Opcode::kConcatenate, s, parts);
-  shifted->mutable_attrs().dimensions = {ivd};
-  return shifted;
 }
 
 // Scatter into an operand tiled along indexed dims whose update windows are
@@ -406,43 +408,9 @@ bool TryPlannedGather(SpmdContext& ctx, const Instruction& instr,
   Instruction* idx = indices.hlo;
   Instruction* valid = nullptr;
   const int64_t ivd = dn.index_vector_dim;
-  if (!sliced.empty()) {
-    // Per component: clamp like the global gather, shift by the tile
-    // offset, and remember whether the row lies inside this tile.
-    idx = IndicesWithVectorDim(b, idx, ivd);
-    const std::vector<int64_t> idims = idx->shape().dimensions();
-    std::vector<int64_t> comp_dims = idims;
-    comp_dims[ivd] = 1;
-    std::vector<Instruction*> parts;
-    for (size_t k = 0; k < dn.start_index_map.size(); ++k) {
-      std::vector<int64_t> start(idims.size(), 0), limit = idims;
-      start[ivd] = k;
-      limit[ivd] = k + 1;
-      Instruction* c = b.Slice(idx, start, limit);
-      const int64_t d = dn.start_index_map[k];
-      if (Contains(sliced, d)) {
-        Instruction* lo = b.BroadcastScalar(b.ScalarS32(0), comp_dims);
-        Instruction* hi = b.BroadcastScalar(b.ScalarS32(op_shape.dimensions(d) - 1), comp_dims);
-        c = b.Binary(Opcode::kMinimum, b.Binary(Opcode::kMaximum, c, lo), hi);
-        Instruction* off = TileOffset(b, op_s, op_shape.dimensions(), d);
-        c = b.Binary(Opcode::kSubtract, c, b.BroadcastScalar(off, comp_dims));
-        const int64_t local = operand.hlo->shape().dimensions(d);
-        Instruction* in_lo = b.Compare(c, lo, ComparisonDirection::kGe);
-        Instruction* in_hi = b.Compare(c, b.BroadcastScalar(b.ScalarS32(local), comp_dims),
-                                       ComparisonDirection::kLt);
-        Instruction* v = b.Binary(Opcode::kAnd, in_lo, in_hi);
-        valid = valid == nullptr ? v : b.Binary(Opcode::kAnd, valid, v);
-      }
-      parts.push_back(c);
-    }
-    idx = parts[0];
-    if (parts.size() > 1) {
-      Shape s = parts[0]->shape();
-      s.mutable_dimensions()[ivd] = static_cast<int64_t>(parts.size());
-      idx = b.Add(Opcode::kConcatenate, s, parts);
-      idx->mutable_attrs().dimensions = {ivd};
-    }
-  }
+  if (!sliced.empty())
+    idx = ShiftGatherIndices(b, idx, dn, sliced, op_s, op_shape,
+                             operand.hlo->shape().dimensions(), &valid);
   Instruction* g = ctx.Clone(instr, local_out, {operand.hlo, idx});
   std::vector<int64_t>& ls = g->mutable_attrs().gather_slice_sizes;
   for (int64_t d = 0; d < op_rank; ++d)
