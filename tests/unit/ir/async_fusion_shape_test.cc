@@ -5,6 +5,7 @@
 // dones return; plus the inputs they refuse.
 #include <gtest/gtest.h>
 
+#include "infer_root.h"
 #include "ir/computation.h"
 #include "ir/shape_inference.h"
 #include "text/parser.h"
@@ -18,20 +19,10 @@ constexpr const char* kHelpers =
     "wrapped {\n  w0 = f32[4] parameter(0)\n  w1 = s32[2] parameter(1)\n"
     "  ROOT wr = f32[2,4] broadcast(w0), dimensions={1}\n}\n\n";
 
-// The inferred shape (no layout) of the entry root of a module with `body`,
-// or the parse / inference error.
-std::string InferRoot(const std::string& body) {
-  auto module = ParseModuleText(std::string("HloModule m\n\n") + kHelpers + "ENTRY e {\n" +
-                                body + "\n}\n");
-  if (!module.ok()) return "parse error: " + module.status().ToString();
-  StatusOr<Shape> shape = InferShape(*(*module)->entry()->root());
-  if (!shape.ok()) return "error: " + std::string(shape.status().message());
-  return shape->ToString(/*print_layout=*/false);
-}
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+// The inferred shape (no layout) of the entry root of a module with `body`
+// after the helper computations, or the parse / inference error.
+std::string InferRoot(const std::string& body) { return irtest::InferRoot(body, kHelpers); }
+using irtest::Contains;
 
 TEST(AsyncFusionShapeTest, FusionReturnsItsFusedRoot) {
   EXPECT_EQ(InferRoot("  x = f32[4] parameter(0)\n  y = s32[2] parameter(1)\n"

@@ -3,6 +3,7 @@
 // they refuse.
 #include <gtest/gtest.h>
 
+#include "infer_root.h"
 #include "ir/computation.h"
 #include "ir/shape_inference.h"
 #include "text/parser.h"
@@ -10,15 +11,7 @@
 namespace meshsplit {
 namespace {
 
-// The inferred shape (no layout) of the entry root of a module with `body`,
-// or the parse / inference error.
-std::string InferRoot(const std::string& body) {
-  auto module = ParseModuleText("HloModule m\n\nENTRY e {\n" + body + "\n}\n");
-  if (!module.ok()) return "parse error: " + module.status().ToString();
-  StatusOr<Shape> shape = InferShape(*(*module)->entry()->root());
-  if (!shape.ok()) return "error: " + std::string(shape.status().message());
-  return shape->ToString(/*print_layout=*/false);
-}
+using irtest::InferRoot;
 
 TEST(NewOpcodesShapeTest, TopKReplacesTheLastDimWithK) {
   EXPECT_EQ(InferRoot("  x = bf16[2,3,10] parameter(0)\n"

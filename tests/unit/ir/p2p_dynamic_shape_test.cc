@@ -4,6 +4,7 @@
 // refuse.
 #include <gtest/gtest.h>
 
+#include "infer_root.h"
 #include "ir/computation.h"
 #include "ir/shape_inference.h"
 #include "ir/shape_inference_p2p.h"
@@ -12,19 +13,8 @@
 namespace meshsplit {
 namespace {
 
-// The inferred shape (no layout) of the entry root of a module with `body`,
-// or the parse / inference error.
-std::string InferRoot(const std::string& body) {
-  auto module = ParseModuleText("HloModule m\n\nENTRY e {\n" + body + "\n}\n");
-  if (!module.ok()) return "parse error: " + module.status().ToString();
-  StatusOr<Shape> shape = InferShape(*(*module)->entry()->root());
-  if (!shape.ok()) return "error: " + std::string(shape.status().message());
-  return shape->ToString(/*print_layout=*/false);
-}
-
-bool Contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
+using irtest::InferRoot;
+using irtest::Contains;
 
 TEST(P2PDynamicShapeTest, SendReturnsDataContextAndToken) {
   EXPECT_EQ(InferRoot("  x = f32[2,3] parameter(0)\n  t = token[] after-all()\n"

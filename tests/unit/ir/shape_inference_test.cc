@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "infer_root.h"
 #include "ir/computation.h"
 #include "ir/verifier.h"
 #include "text/parser.h"
@@ -13,18 +14,7 @@
 namespace meshsplit {
 namespace {
 
-// Parses `body` as the entry computation (after `prelude` computations)
-// and returns the inferred shape of its root, printed without layout.
-std::string InferRoot(const std::string& body, const std::string& prelude = "",
-                      const std::string& header = "HloModule m") {
-  std::string text = header + "\n\n" + prelude + "\nENTRY e {\n" + body + "\n}\n";
-  auto module = ParseModuleText(text);
-  if (!module.ok()) return "parse error: " + module.status().ToString();
-  const Instruction* root = (*module)->entry()->root();
-  StatusOr<Shape> shape = InferShape(*root);
-  if (!shape.ok()) return "error: " + shape.status().message();
-  return shape->ToString(/*print_layout=*/false);
-}
+using irtest::InferRoot;
 
 const char kAdd[] = R"(
 add {
