@@ -6,6 +6,7 @@ pkgs=(g++ cmake ninja-build python3 libgtest-dev libgmock-dev libbenchmark-dev
       libopenblas-dev nlohmann-json3-dev libcli11-dev llvm-14-tools ccache
       libonnx-dev libprotobuf-dev protobuf-compiler
       openmpi-bin libopenmpi-dev
+      python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest  # python/
       chromium)  # headless browser test of `meshsplit report --html`
 missing=()
 for p in "${pkgs[@]}"; do
