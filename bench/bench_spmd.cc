@@ -17,8 +17,8 @@
 
 #include "partitioner/partitioner.h"
 #include "runtime/interpreter.h"
-#include "spmd/executor.h"
-#include "spmd/verify.h"
+#include "runtime/executor.h"
+#include "verify/verify.h"
 #include "text/parser.h"
 
 extern "C" void openblas_set_num_threads(int num_threads);

@@ -5,11 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "compiler/compile.h"
 #include "cost/cost_model.h"
-#include "partitioner/partitioner.h"
-#include "propagation/propagation.h"
-#include "text/parser.h"
-#include "text/printer.h"
 
 namespace meshsplit::autoshard {
 namespace {
@@ -36,7 +33,7 @@ bool Better(const Evaluation& a, const Evaluation& b) {
 
 Evaluator::Evaluator(const Module& module, const DecisionSpace& space, MachineModel machine,
                      std::vector<std::string> lifted_axes)
-    : module_text_(PrintModule(module)),
+    : module_(module.Clone()),
       space_(space),
       machine_(machine),
       lifted_axes_(std::move(lifted_axes)) {}
@@ -58,21 +55,20 @@ Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
     spec.existing_axes.clear();  // already applied to the module text
   }
   // A fresh copy per candidate: propagation and the spec edit it in place.
-  auto module = ParseModuleText(module_text_);
-  if (!module.ok()) return Failed("reparse", module.status());
-  auto applied = ApplyShardSpec(**module, spec);
-  if (!applied.ok()) return Failed("spec", applied.status());
-  PropagationReport report;
-  auto propagated = PropagateShardings(**module, PropagationOptions{}, &report);
-  if (!propagated.ok()) return Failed("propagation", propagated.status());
-  PartitionOptions popts;
-  popts.num_partitions = space_.mesh.num_devices();
-  popts.warn_on_fallback = false;
-  auto partitioned = PartitionModule(**module, popts);
-  if (!partitioned.ok()) return Failed("partition", partitioned.status());
+  std::unique_ptr<Module> module = module_->Clone();
+  CompileOptions options;
+  options.spec = std::make_shared<const ShardSpec>(std::move(spec));
+  options.partition.num_partitions = space_.mesh.num_devices();
+  options.partition.warn_on_fallback = false;
+  CompileResult compiled;
+  if (Status st = Compile(*module, options, &compiled); !st.ok()) {
+    // The stage names the evaluation has always reported.
+    const std::string& pass = compiled.failed_pass;
+    return Failed(pass == "apply-spec" ? "spec" : pass == "propagate" ? "propagation" : pass, st);
+  }
   CostOptions copts;
   copts.mesh = &space_.mesh;
-  const ModuleCost cost = ComputeModuleCost(**partitioned, copts);
+  const ModuleCost cost = ComputeModuleCost(*compiled.partitioned, copts);
 
   Evaluation e;
   e.ok = true;

@@ -56,7 +56,7 @@ bool Better(const Evaluation& a, const Evaluation& b);
 // Applies, propagates, partitions and costs candidates of one module.
 class Evaluator {
  public:
-  // `module` is copied (printed once, re-parsed per candidate). When its
+  // `module` is copied (cloned once, and again per candidate). When its
   // shardings were already lifted onto the mesh (ShardSpec::existing_axes),
   // `lifted_axes` names those axes so that a spec repeating them is not
   // lifted twice.
@@ -74,7 +74,7 @@ class Evaluator {
   const MachineModel& machine() const { return machine_; }
 
  private:
-  std::string module_text_;
+  std::unique_ptr<Module> module_;
   const DecisionSpace& space_;
   MachineModel machine_;
   std::vector<std::string> lifted_axes_;

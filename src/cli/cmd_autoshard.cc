@@ -162,12 +162,14 @@ int RunAutoshard(AutoshardFlags flags) {
     flags.machine.memory_limit_bytes = *bytes;
   }
   if (flags.budget < 1) return ReportError(Status::Error("--budget must be at least 1"));
-  ShardFlags load_flags;
-  load_flags.keep_batch_norm = flags.keep_batch_norm;
-  auto module_or = LoadShardedModule(flags.file, load_flags);
-  if (!module_or.ok()) return ReportError(module_or.status());
-  Module& module = **module_or;
-  if (Status st = VerifyModule(module); !st.ok()) return ReportError(st);
+  CompileOptions load;
+  load.until = CompileStage::kPrepared;
+  load.verify_input = true;
+  load.expand_batch_norm = !flags.keep_batch_norm;
+  std::unique_ptr<Module> loaded;
+  if (auto prepared = CompileFile(flags.file, load, &loaded); !prepared.ok())
+    return ReportError(prepared.status());
+  Module& module = *loaded;
   auto mesh = ResolveMesh(flags, module);
   if (!mesh.ok()) return ReportError(mesh.status());
   // Lift the module's own shardings onto the mesh first (no rules), so the

@@ -7,7 +7,7 @@
 
 #include "cli/command.h"
 #include "cli/conformance_partitioning_cli.h"
-#include "propagation/conformance.h"
+#include "verify/conformance_propagation.h"
 
 namespace meshsplit::cli {
 namespace {

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "spmd/sharding_fuzz.h"
+#include "verify/sharding_fuzz.h"
 
 namespace meshsplit::cli {
 namespace {

@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "cli/command.h"
+#include "compiler/compile.h"
+#include "compiler/passes.h"
 #include "import/load.h"
-#include "cli/passes.h"
-#include "text/parser.h"
 #include "text/printer.h"
 
 namespace meshsplit::cli {
@@ -30,6 +30,11 @@ int RunOpt(const OptOptions& opts) {
   }
   if (opts.file.empty())
     return ReportError(Status::Error("opt: missing input FILE"));
+  // Each pass with its default options; propagation lists the ops it had no
+  // rule for on stderr.
+  CompileOptions options;
+  options.print_propagation_warnings = true;
+  CompileResult result;
   std::vector<std::unique_ptr<Pass>> pipeline;
   std::stringstream ss(opts.passes);
   std::string name;
@@ -42,7 +47,7 @@ int RunOpt(const OptOptions& opts) {
       return ReportError(Status::Error("unknown pass '" + name +
                                        "' (known passes: " + known + ")"));
     }
-    pipeline.push_back(info->create());
+    pipeline.push_back(info->create(options, &result));
   }
   auto module_or = LoadModule(opts.file);
   if (!module_or.ok()) return ReportError(module_or.status());

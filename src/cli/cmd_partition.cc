@@ -1,18 +1,12 @@
 // `meshsplit partition FILE [--num-partitions N] [--no-propagate] [--strict]`:
-// parses a module, completes its shardings (sharding propagation, when that
-// module is built in), partitions it and prints the SPMD program.
+// loads a module, completes its shardings (sharding propagation), partitions
+// it and prints the SPMD program (the compile pipeline, compiler/compile.h).
 #include <iostream>
 
 #include "cli/command.h"
 #include "cli/shard_flags.h"
-#include "partitioner/partitioner.h"
-#include "text/parser.h"
+#include "compiler/compile.h"
 #include "text/printer.h"
-
-#if __has_include("propagation/propagation.h")
-#include "propagation/propagation.h"
-#define MESHSPLIT_HAVE_PROPAGATION 1
-#endif
 
 namespace meshsplit::cli {
 namespace {
@@ -25,33 +19,16 @@ struct PartitionCliOptions {
   ShardFlags shard;
 };
 
-[[maybe_unused]] const Status& StatusOf(const Status& s) { return s; }
-template <typename T>
-[[maybe_unused]] const Status& StatusOf(const StatusOr<T>& s) {
-  return s.status();
-}
-
 int RunPartition(const PartitionCliOptions& opts) {
-  auto module_or = LoadShardedModule(opts.file, opts.shard);
-  if (!module_or.ok()) return ReportError(module_or.status());
-  Module& module = **module_or;
-  if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
-  if (!opts.no_propagate) {
-#ifdef MESHSPLIT_HAVE_PROPAGATION
-    PropagationOptions popts;
-    auto result = PropagateShardings(module, popts);
-    if (!StatusOf(result).ok()) return ReportError(StatusOf(result));
-#else
-    std::cerr << "warning: sharding propagation is not built in; partitioning "
-                 "with the annotations as given (as --no-propagate)\n";
-#endif
-  }
-  PartitionOptions options;
+  CompileOptions options = CompileOptionsFor(opts.shard);
   options.num_partitions = opts.num_partitions;
-  options.strict = opts.strict;
-  auto out = PartitionModule(module, options);
-  if (!out.ok()) return ReportError(out.status());
-  std::cout << PrintModule(**out);
+  options.propagate = !opts.no_propagate;
+  options.partition.num_partitions = opts.num_partitions;
+  options.partition.strict = opts.strict;
+  std::unique_ptr<Module> module;
+  auto compiled = CompileFile(opts.file, options, &module);
+  if (!compiled.ok()) return ReportError(compiled.status());
+  std::cout << PrintModule(*compiled->partitioned);
   return 0;
 }
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "import/load.h"
+#include "compiler/compile.h"
 #include "ir/computation.h"
 #include "propagation/op_rules.h"
 #include "propagation/propagation.h"
@@ -106,9 +106,16 @@ void Explain(const Module& m, const PropagationReport& report,
 int RunPropagate(const PropagateOptions& opts) {
   if (opts.file.empty())
     return ReportError(Status::Error("propagate: missing input FILE"));
-  auto module_or = LoadModule(opts.file);
-  if (!module_or.ok()) return ReportError(module_or.status());
-  Module& module = **module_or;
+  CompileOptions options;
+  options.until = opts.print_rules ? CompileStage::kPrepared : CompileStage::kPropagated;
+  options.propagation.is_spmd = opts.spmd;
+  options.propagation.strict = opts.strict;
+  options.propagation.allow_spmd_sharding_propagation_to_output = {opts.to_output};
+  options.propagation.allow_spmd_sharding_propagation_to_parameters = {opts.to_parameters};
+  std::unique_ptr<Module> loaded;
+  auto compiled = CompileFile(opts.file, options, &loaded);
+  if (!compiled.ok()) return ReportError(compiled.status());
+  Module& module = *loaded;
   if (opts.print_rules) {
     // The factor rule of every instruction, as propagation reads it.
     for (const auto& c : module.computations())
@@ -118,14 +125,7 @@ int RunPropagate(const PropagateOptions& opts) {
                   << "\n";
     return 0;
   }
-  PropagationOptions options;
-  options.is_spmd = opts.spmd;
-  options.strict = opts.strict;
-  options.allow_spmd_sharding_propagation_to_output = {opts.to_output};
-  options.allow_spmd_sharding_propagation_to_parameters = {opts.to_parameters};
-  PropagationReport report;
-  auto changed = PropagateShardings(module, options, &report);
-  if (!changed.ok()) return ReportError(changed.status());
+  const PropagationReport& report = compiled->propagation;
   for (const std::string& w : report.warnings)
     std::cerr << opts.file << ": warning: " << w << "\n";
   if (!opts.explain.empty()) {

@@ -14,9 +14,7 @@
 #include "cli/report_data.h"
 #include "cli/shard_flags.h"
 #include "import/shard_spec.h"
-#include "ir/verifier.h"
-#include "partitioner/partitioner.h"
-#include "propagation/propagation.h"
+#include "compiler/compile.h"
 
 namespace meshsplit::cli {
 namespace {
@@ -200,12 +198,13 @@ void PrintText(const ReportData& d, std::ostream& os) {
 int RunReport(const ReportCliOptions& opts) {
   ReportData d;
   d.file = opts.file;
-  auto module_or = LoadShardedModule(opts.file, opts.shard);
-  if (!module_or.ok()) return ReportError(module_or.status());
-  d.original = std::move(*module_or);
-  Module& module = *d.original;
   // Costs read declared shapes: refuse a module whose shapes are wrong.
-  if (Status st = VerifyModule(module); !st.ok()) return ReportError(st);
+  CompileOptions load = CompileOptionsFor(opts.shard);
+  load.until = CompileStage::kPrepared;
+  load.verify_input = true;
+  if (auto loaded = CompileFile(opts.file, load, &d.original); !loaded.ok())
+    return ReportError(loaded.status());
+  Module& module = *d.original;
   d.input_partitioned = opts.partitioned || IsPartitionerOutput(module);
   if (d.input_partitioned && opts.num_partitions > 0 &&
       opts.num_partitions != module.num_partitions())
@@ -245,15 +244,14 @@ int RunReport(const ReportCliOptions& opts) {
     // instructions of the program it came from, which is not at hand.
     d.partitioned = std::move(d.original);
   } else {
-    if (!opts.no_propagate) {
-      auto result = PropagateShardings(module, PropagationOptions{}, &preport);
-      if (!result.ok()) return ReportError(result.status());
-    }
-    PartitionOptions popts;
-    popts.num_partitions = opts.num_partitions;
-    auto partitioned = PartitionModule(module, popts);
-    if (!partitioned.ok()) return ReportError(partitioned.status());
-    d.partitioned = std::move(*partitioned);
+    CompileOptions rest;
+    rest.propagate = !opts.no_propagate;
+    rest.partition = CompileOptionsFor(opts.shard).partition;
+    rest.partition.num_partitions = opts.num_partitions;
+    auto compiled = Compile(module, rest);
+    if (!compiled.ok()) return ReportError(compiled.status());
+    preport = std::move(compiled->propagation);
+    d.partitioned = std::move(compiled->partitioned);
   }
 
   CostOptions copts;

@@ -7,8 +7,8 @@
 #include "cli/command.h"
 #include "cli/shard_flags.h"
 #include "runtime/run_module.h"
-#include "spmd/mpi_runner.h"
-#include "spmd/run_spmd.h"
+#include "verify/mpi_runner.h"
+#include "verify/run_spmd.h"
 #include "text/parser.h"
 
 namespace meshsplit::cli {
@@ -19,7 +19,7 @@ struct RunFlags {
   std::string inputs;
   std::string outputs;
   bool print = false;
-  // SPMD (spmd/run_spmd.h): partition to N and run on N virtual devices, or
+  // SPMD (verify/run_spmd.h): partition to N and run on N virtual devices, or
   // run an already partitioned module.
   int64_t num_partitions = 0;
   bool partitioned = false;
@@ -48,7 +48,8 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
     inputs = ReadEntryInputs(global_sig ? *global_sig : *m.entry(), flags.inputs);
   }
   SpmdRunRequest request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
-                         flags.partitioned, !flags.no_propagate, flags.backend};
+                         flags.partitioned, !flags.no_propagate, flags.backend,
+                         CompileOptionsFor(flags.shard).partition};
   StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
   if (!out.ok()) return ReportError(out.status());
   // Only now, with every rank agreed on success, does rank 0 write (each
@@ -90,7 +91,8 @@ int RunCommand(const RunFlags& flags) {
   }
   RunOptions options;
   SpmdRunRequest spmd_request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
-                              flags.partitioned, !flags.no_propagate, flags.backend};
+                              flags.partitioned, !flags.no_propagate, flags.backend,
+                              CompileOptionsFor(flags.shard).partition};
   StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
                                   : RunEntry(m, std::move(inputs), options);
   if (!result.ok()) return ReportError(result.status());

@@ -11,10 +11,8 @@
 
 #include "cli/command.h"
 #include "cli/shard_flags.h"
-#include "import/load.h"
-#include "propagation/propagation.h"
-#include "spmd/conformance_partitioning.h"
-#include "text/parser.h"
+#include "compiler/compile.h"
+#include "verify/conformance_partitioning.h"
 #include "text/printer.h"
 #include "transforms/shrink_shapes.h"
 
@@ -45,13 +43,11 @@ int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
   // them out on a copy and let the shrink respect them.
   std::unique_ptr<Module> propagated;
   if (o.propagate) {
-    StatusOr<std::unique_ptr<Module>> copy = ParseModuleText(PrintModule(m));
-    if (!copy.ok()) return ReportError(copy.status());
-    propagated = std::move(*copy);
-    PropagationOptions popts;
-    popts.allow_spmd_sharding_propagation_to_output = {true};
-    StatusOr<bool> changed = PropagateShardings(*propagated, popts);
-    if (!changed.ok()) return ReportError(changed.status());
+    propagated = m.Clone();
+    CompileOptions popts;
+    popts.until = CompileStage::kPropagated;
+    popts.propagation.allow_spmd_sharding_propagation_to_output = {true};
+    if (Status st = Compile(*propagated, popts, nullptr); !st.ok()) return ReportError(st);
     options.sharding_source = propagated.get();
   }
   StatusOr<ShrinkShapesReport> report = ShrinkShapes(m, options);

@@ -2,7 +2,7 @@
 // [--inputs DIR] [--no-propagate] [--json]`: propagates and partitions the
 // module, runs the original on one device and the partitioned program on N
 // virtual devices with the same inputs (seeded random ones, or .npy files),
-// and compares the assembled outputs (spmd/verify.h). Exit 0 when they
+// and compares the assembled outputs (verify/verify.h). Exit 0 when they
 // agree; 1 on a mismatch (naming the first diverging instruction when it
 // can) or on any error.
 #include <cstdio>
@@ -17,8 +17,8 @@
 #include "cli/command.h"
 #include "cli/shard_flags.h"
 #include "runtime/npy.h"
-#include "spmd/mpi_runner.h"
-#include "spmd/verify.h"
+#include "verify/mpi_runner.h"
+#include "verify/verify.h"
 #include "text/parser.h"
 #include "transforms/batch_norm_expander.h"
 
@@ -204,6 +204,7 @@ int RunVerify(const VerifyFlags& flags) {
   options.propagate = !flags.no_propagate;
   options.strict = flags.strict;
   options.stub_opaque_custom_calls = flags.stub_opaque_custom_calls;
+  options.partition = CompileOptionsFor(flags.shard).partition;
   // --backend mpi: every rank computes the same verdict (rank 0 judges and
   // shares it); only rank 0 prints.
   bool print = true;

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
-#include "spmd/conformance_partitioning.h"
+#include "verify/conformance_partitioning.h"
 
 namespace meshsplit::cli {
 namespace {

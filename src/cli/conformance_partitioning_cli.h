@@ -17,7 +17,7 @@ struct PartitioningCliOptions {
   std::string filter;          // --filter: only cases whose name contains it
 };
 
-// Runs the partitioning corpus in `dir` (spmd/conformance_partitioning.h).
+// Runs the partitioning corpus in `dir` (verify/conformance_partitioning.h).
 // `verbose` also lists passing cases with their times. Environment:
 // MESHSPLIT_CONFORMANCE_FILTER (substring of case names to run) and
 // MESHSPLIT_CONFORMANCE_TIMEOUT (CPU seconds per case, default 20; the

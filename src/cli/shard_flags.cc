@@ -1,13 +1,8 @@
-// --shard / --mesh handling shared by partition, verify and run.
+// --shard / --mesh / --windowed-einsum-* handling shared by the commands that
+// partition.
 #include "cli/shard_flags.h"
 
 #include "import/load.h"
-#include "import/shard_spec.h"
-#include "partitioner/partitioner.h"
-#include <iostream>
-
-#include "sharding/mesh.h"
-#include "transforms/batch_norm_expander.h"
 
 namespace meshsplit::cli {
 
@@ -18,46 +13,38 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
                   "Device mesh 'data=2,model=4' (overrides the spec's mesh)");
   app->add_flag("--keep-batch-norm", flags->keep_batch_norm,
                 "Keep batch-norm ops fused (they are then replicated: no rule partitions them)");
-  // Partitioner option shared by every command that partitions; it sets the
-  // process-wide default so that verify's and report's own pipelines see it.
-  app->add_option_function<int64_t>(
-      "--windowed-einsum-threshold",
-      [](const int64_t& bytes) { DefaultWindowedEinsumThresholdBytes() = bytes; },
-      "Windowed einsum: loop over shards with collective-permute instead of "
-      "all-gathering a dot operand bigger than BYTES per partition (default: off)");
-  app->add_option_function<int64_t>(
-      "--windowed-einsum-max-iterations",
-      [](const int64_t& n) { DefaultMaxWindowedEinsumIterations() = n; },
-      "Windowed einsum: no loop of more than N iterations (default 32)");
-  app->add_flag_function(
-      "--windowed-einsum-bidirectional",
-      [](int64_t count) { DefaultBidirectionalWindowedEinsum() = count > 0; },
-      "Windowed einsum: pass shards both ways around the ring (half the iterations)");
-  app->add_flag_function(
-      "--windowed-einsum-reduce-scatter",
-      [](int64_t count) { DefaultWindowedEinsumReduceScatter() = count > 0; },
-      "Windowed einsum: also loop over result blocks instead of reduce-scattering partial sums");
+  PartitionOptions& w = flags->windowed_einsum;
+  app->add_option("--windowed-einsum-threshold", w.windowed_einsum_threshold_bytes,
+                  "Windowed einsum: loop over shards with collective-permute instead of "
+                  "all-gathering a dot operand bigger than BYTES per partition (default: off)");
+  app->add_option("--windowed-einsum-max-iterations", w.max_windowed_einsum_iterations,
+                  "Windowed einsum: no loop of more than N iterations (default 32)");
+  app->add_flag("--windowed-einsum-bidirectional", w.bidirectional_windowed_einsum,
+                "Windowed einsum: pass shards both ways around the ring (half the iterations)");
+  app->add_flag("--windowed-einsum-reduce-scatter", w.windowed_einsum_reduce_scatter,
+                "Windowed einsum: also loop over result blocks instead of reduce-scattering "
+                "partial sums");
+}
+
+CompileOptions CompileOptionsFor(const ShardFlags& flags) {
+  CompileOptions options;
+  options.spec_path = flags.spec;
+  options.mesh = flags.mesh;
+  options.expand_batch_norm = !flags.keep_batch_norm;
+  const PartitionOptions& w = flags.windowed_einsum;
+  options.partition.windowed_einsum_threshold_bytes = w.windowed_einsum_threshold_bytes;
+  options.partition.max_windowed_einsum_iterations = w.max_windowed_einsum_iterations;
+  options.partition.bidirectional_windowed_einsum = w.bidirectional_windowed_einsum;
+  options.partition.windowed_einsum_reduce_scatter = w.windowed_einsum_reduce_scatter;
+  return options;
 }
 
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,
                                                     const ShardFlags& flags) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, LoadModule(path));
-  if (!flags.spec.empty()) {
-    MS_RETURN_IF_ERROR(ApplyShardSpec(*module, flags.spec, flags.mesh));
-  } else if (!flags.mesh.empty()) {
-    auto mesh = Mesh::Parse(flags.mesh);
-    if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
-    module->set_num_partitions(mesh->num_devices());
-  }
-  if (!flags.keep_batch_norm) {
-    // Neither propagation nor the partitioner has a rule for the fused ops;
-    // as reductions a batch-sharded network stays sharded through them.
-    MS_ASSIGN_OR_RETURN(int64_t expanded, ExpandBatchNorm(*module));
-    if (expanded > 0)
-      std::cerr << "note: expanded " << expanded
-                << " batch-norm ops into reductions and elementwise ops (--keep-batch-norm "
-                   "keeps them)\n";
-  }
+  CompileOptions options = CompileOptionsFor(flags);
+  options.until = CompileStage::kPrepared;
+  std::unique_ptr<Module> module;
+  MS_RETURN_IF_ERROR(CompileFile(path, options, &module).status());
   return module;
 }
 

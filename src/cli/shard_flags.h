@@ -1,6 +1,7 @@
-// `--shard SPEC.json` and `--mesh a=2,b=4` for the commands that take a
-// module to partition (partition, verify, run): loads the module (HLO text or
-// ONNX, import/load.h) and applies the sharding spec before propagation.
+// The flags of every command that partitions (partition, verify, run, report,
+// autoshard, shrink-shapes): `--shard SPEC.json`, `--mesh a=2,b=4`,
+// `--keep-batch-norm` and the windowed-einsum options, collected into the
+// compile pipeline's options (compiler/compile.h).
 #pragma once
 
 #include <memory>
@@ -8,7 +9,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "compiler/compile.h"
 #include "ir/module.h"
+#include "partitioner/partitioner.h"
 #include "support/status.h"
 
 namespace meshsplit::cli {
@@ -17,14 +20,19 @@ struct ShardFlags {
   std::string spec;  // --shard: sharding spec file (docs/shard_spec.md)
   std::string mesh;  // --mesh: overrides the spec's mesh
   bool keep_batch_norm = false;  // --keep-batch-norm
+  // --windowed-einsum-*: the partitioner's windowed-einsum options.
+  PartitionOptions windowed_einsum;
 };
 
 void AddShardFlags(CLI::App* app, ShardFlags* flags);
 
-// LoadModule(path), then ApplyShardSpec when --shard is given. --mesh without
-// --shard only sets the module's num_partitions to the mesh size. Batch-norm
-// ops are expanded into reductions (transforms/batch_norm_expander.h) unless
-// --keep-batch-norm, with a note on stderr.
+// The compile options the flags ask for: the spec or mesh to apply, batch-norm
+// expansion unless --keep-batch-norm, and the windowed-einsum options; every
+// stage on, nothing else set.
+CompileOptions CompileOptionsFor(const ShardFlags& flags);
+
+// Loads the module and runs the pipeline's front passes (apply-spec,
+// expand-batch-norm) on it, as CompileOptionsFor(flags) asks.
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,
                                                     const ShardFlags& flags);
 

@@ -2,11 +2,58 @@
 #include "ir/module.h"
 
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
+
+#include "ir/computation.h"
+#include "ir/instruction.h"
 
 #include "support/check.h"
 
 namespace meshsplit {
+
+std::unique_ptr<Module> Module::Clone() const {
+  auto out = std::make_unique<Module>(name_);
+  std::unordered_map<const Computation*, Computation*> computations;
+  std::unordered_map<const Instruction*, Instruction*> instructions;
+  for (const auto& c : computations_) {
+    auto copy = std::make_unique<Computation>(c->name());
+    copy->set_execution_thread(c->execution_thread());
+    copy->set_loc(c->loc());
+    for (const auto& in : c->instructions()) {
+      auto i = std::make_unique<Instruction>(in->opcode(), in->name(), in->shape());
+      i->mutable_attrs() = in->attrs();
+      if (in->has_literal()) i->set_literal(in->literal());
+      if (in->has_sharding()) i->set_sharding(*in->sharding());
+      i->set_loc(in->loc());
+      instructions[in.get()] = copy->AddInstruction(std::move(i));
+    }
+    computations[c.get()] = out->AddComputation(std::move(copy));
+  }
+  // Edges second: operands may come later in an instruction list that a
+  // transform left out of topological order, and calls may name any
+  // computation.
+  for (const auto& c : computations_) {
+    Computation* copy = computations.at(c.get());
+    if (c->root() != nullptr) copy->set_root(instructions.at(c->root()));
+    for (const auto& in : c->instructions()) {
+      Instruction* i = instructions.at(in.get());
+      for (const Instruction* o : in->operands()) i->AppendOperand(instructions.at(o));
+      for (const Instruction* p : in->control_predecessors())
+        i->AddControlPredecessor(instructions.at(p));
+      std::vector<Computation*> called;
+      for (const Computation* cc : in->called_computations()) called.push_back(computations.at(cc));
+      i->set_called_computations(std::move(called));
+    }
+  }
+  if (entry_ != nullptr) out->entry_ = computations.at(entry_);
+  out->num_partitions_ = num_partitions_;
+  out->replica_count_ = replica_count_;
+  out->header_attrs_ = header_attrs_;
+  out->used_names_ = used_names_;
+  out->next_suffix_ = next_suffix_;
+  return out;
+}
 
 Computation* Module::AddComputation(std::unique_ptr<Computation> c) {
   c->parent_ = this;

@@ -20,6 +20,12 @@ class Module {
 
   const std::string& name() const { return name_; }
 
+  // A deep copy: the same computations (in order, with the same names,
+  // instructions in the same order, operands, control edges, attributes,
+  // literals, shardings and source locations), entry, header and reserved
+  // names. The copy shares nothing with this module.
+  std::unique_ptr<Module> Clone() const;
+
   const std::vector<std::unique_ptr<Computation>>& computations() const {
     return computations_;
   }

@@ -14,17 +14,6 @@
 
 namespace meshsplit {
 
-// The process-wide default of PartitionOptions::windowed_einsum_threshold_bytes
-// (-1: off). The command-line flag sets it once, so that every command that
-// partitions (partition, verify, run, report) sees the same value without
-// threading it through each caller's own options.
-int64_t& DefaultWindowedEinsumThresholdBytes();
-// Process-wide defaults of the other windowed-einsum options, set the same
-// way (see PartitionOptions).
-int64_t& DefaultMaxWindowedEinsumIterations();
-bool& DefaultBidirectionalWindowedEinsum();
-bool& DefaultWindowedEinsumReduceScatter();
-
 struct PartitionOptions {
   // Number of partitions (devices); 0 takes num_partitions from the module
   // header.
@@ -36,23 +25,22 @@ struct PartitionOptions {
   // Windowed einsum (collective matmul): a dot operand whose all-gather
   // would move more than this many bytes per partition is instead passed
   // around its device ring by collective-permute inside a loop, one shard
-  // per iteration. Negative: off. Defaults to the process-wide value the
-  // CLI's --windowed-einsum-threshold sets (-1 unless given).
-  int64_t windowed_einsum_threshold_bytes = DefaultWindowedEinsumThresholdBytes();
+  // per iteration. Negative: off (the CLI's --windowed-einsum-threshold).
+  int64_t windowed_einsum_threshold_bytes = -1;
   // A windowed loop that would run more iterations than this is not used
   // (the operand is gathered / the partial sums reduce-scattered as usual);
   // XLA's max_windowed_einsum_iteration. Default 32, as XLA.
-  int64_t max_windowed_einsum_iterations = DefaultMaxWindowedEinsumIterations();
+  int64_t max_windowed_einsum_iterations = 32;
   // Windowed loops pass shards (all-gather loop) or running sums
   // (reduce-scatter loop) both ways around the ring, two per iteration
   // (half the iterations); rings of odd size stay one-way. XLA's
   // bidirectional_windowed_einsum.
-  bool bidirectional_windowed_einsum = DefaultBidirectionalWindowedEinsum();
+  bool bidirectional_windowed_einsum = false;
   // Also window a dot whose partial sums would be reduce-scattered: the
   // result blocks' running sums travel around the ring instead (the
   // "reduce-scatter loop"). Applies with the same byte threshold, measured
   // on the partial result.
-  bool windowed_einsum_reduce_scatter = DefaultWindowedEinsumReduceScatter();
+  bool windowed_einsum_reduce_scatter = false;
 };
 
 // REQUIRES: shardings already assigned (propagation ran, or an unannotated

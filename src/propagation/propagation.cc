@@ -22,7 +22,9 @@ StatusOr<bool> PropagateShardings(Module& module,
                                   const PropagationOptions& options,
                                   PropagationReport* report) {
   Propagator p(module, options, report);
-  return p.Run();
+  StatusOr<bool> changed = p.Run();
+  if (report != nullptr && changed.ok()) report->changed = *changed;
+  return changed;
 }
 
 namespace propagation {

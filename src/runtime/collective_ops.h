@@ -43,7 +43,7 @@ class CollectiveOps {
 
 // Optional per-device behaviour for ops whose meaning is not a pure
 // function of their operands on one device: the SPMD custom-calls when an
-// unpartitioned module runs as N virtual devices (spmd/reference.h), and
+// unpartitioned module runs as N virtual devices (runtime/reference.h), and
 // infeed / outfeed. Without hooks the interpreter keeps its single-device
 // semantics (SPMD custom-calls are identities, infeed / outfeed refuse).
 class DeviceHooks {

@@ -1,6 +1,6 @@
 # CTests (LABELS mpi) for `run` / `verify --backend mpi`: outputs byte-identical
 # to --backend threads, and a failure on one rank ending every rank.
-# Included from src/spmd/CMakeLists.txt when ms_collectives_mpi exists.
+# Included from src/verify/CMakeLists.txt when ms_collectives_mpi exists.
 set(_mpi_dir ${CMAKE_SOURCE_DIR}/tests/mpi)
 set(_mpi_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
 set(_mpi_work ${CMAKE_BINARY_DIR}/tests/mpi_work)

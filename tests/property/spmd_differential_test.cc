@@ -1,7 +1,7 @@
-// Differential property test: 1,000 seeded random modules (spmd/random_module.h)
+// Differential property test: 1,000 seeded random modules (verify/random_module.h)
 // with random shardings on meshes of 1..16 devices are propagated,
 // partitioned and run on N virtual devices; every result must match the
-// single-device interpreter (spmd/verify.h). A failure prints the seed, the
+// single-device interpreter (verify/verify.h). A failure prints the seed, the
 // verdict and the module text, so it can be replayed with
 // `meshsplit verify FILE --num-partitions N [--no-propagate]`.
 // MESHSPLIT_DIFF_SEEDS=a:b overrides the seed range [a, b).
@@ -14,8 +14,8 @@
 #include <string>
 
 #include "partitioner/partitioner.h"
-#include "spmd/random_module.h"
-#include "spmd/verify.h"
+#include "verify/random_module.h"
+#include "verify/verify.h"
 #include "text/parser.h"
 
 namespace meshsplit {
@@ -138,13 +138,10 @@ std::string RandomWindowedDot(uint64_t seed, int64_t* num_partitions) {
 // Counts the loops of each form, so the test fails if a form stops being
 // chosen.
 TEST(SpmdDifferential, WindowedEinsumRandomModules) {
-  const int64_t saved_threshold = DefaultWindowedEinsumThresholdBytes();
-  const int64_t saved_max = DefaultMaxWindowedEinsumIterations();
-  const bool saved_both = DefaultBidirectionalWindowedEinsum();
-  const bool saved_rs = DefaultWindowedEinsumReduceScatter();
-  DefaultWindowedEinsumThresholdBytes() = 0;
-  DefaultMaxWindowedEinsumIterations() = 64;
-  DefaultWindowedEinsumReduceScatter() = true;
+  PartitionOptions windowed;
+  windowed.windowed_einsum_threshold_bytes = 0;
+  windowed.max_windowed_einsum_iterations = 64;
+  windowed.windowed_einsum_reduce_scatter = true;
   int64_t failures = 0, cases = 0, one_loops = 0, both_loops = 0, rs_loops = 0, rs_both_loops = 0;
   for (uint64_t seed = 0; seed < 600; ++seed) {
     RandomCase c;
@@ -156,10 +153,11 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
       if (c.text.find(" dot(") == std::string::npos) continue;
     }
     ++cases;
-    DefaultBidirectionalWindowedEinsum() = seed % 2 == 1;
+    windowed.bidirectional_windowed_einsum = seed % 2 == 1;
     auto m = ParseModuleText(c.text);
     ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
-    auto partitioned = PropagateAndPartition(**m, c.num_partitions, c.propagate, false);
+    auto partitioned = PropagateAndPartition(**m, c.num_partitions, c.propagate, false,
+                                             /*failed_stage=*/nullptr, windowed);
     if (!partitioned.ok()) {
       ++failures;
       ADD_FAILURE() << "seed " << seed << ": " << partitioned.status().ToString() << "\n" << c.text;
@@ -190,10 +188,6 @@ TEST(SpmdDifferential, WindowedEinsumRandomModules) {
                     << c.text;
     }
   }
-  DefaultWindowedEinsumThresholdBytes() = saved_threshold;
-  DefaultMaxWindowedEinsumIterations() = saved_max;
-  DefaultBidirectionalWindowedEinsum() = saved_both;
-  DefaultWindowedEinsumReduceScatter() = saved_rs;
   std::printf(
       "windowed einsum differential: %lld cases; windowed loops: %lld all-gather one way, "
       "%lld all-gather both ways, %lld reduce-scatter one way, %lld reduce-scatter both ways\n",

@@ -425,27 +425,3 @@ Instruction* TryWindowedReduceScatter(SpmdContext& ctx, const Instruction& instr
 }
 
 }  // namespace meshsplit::spmd
-
-namespace meshsplit {
-
-int64_t& DefaultWindowedEinsumThresholdBytes() {
-  static int64_t threshold = -1;
-  return threshold;
-}
-
-int64_t& DefaultMaxWindowedEinsumIterations() {
-  static int64_t max_iterations = 32;
-  return max_iterations;
-}
-
-bool& DefaultBidirectionalWindowedEinsum() {
-  static bool both_ways = false;
-  return both_ways;
-}
-
-bool& DefaultWindowedEinsumReduceScatter() {
-  static bool reduce_scatter = false;
-  return reduce_scatter;
-}
-
-}  // namespace meshsplit

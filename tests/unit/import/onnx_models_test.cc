@@ -16,7 +16,7 @@
 #include "runtime/npy.h"
 #include "runtime/run_module.h"
 #include "import/shard_spec.h"
-#include "spmd/run_spmd.h"
+#include "verify/run_spmd.h"
 
 namespace meshsplit {
 namespace {

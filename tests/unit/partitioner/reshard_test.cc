@@ -13,7 +13,7 @@
 
 #include "partitioner/partitioner.h"
 #include "partitioner/reshard.h"
-#include "spmd/executor.h"
+#include "runtime/executor.h"
 #include "text/parser.h"
 #include "text/printer.h"
 

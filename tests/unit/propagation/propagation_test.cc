@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "ir/computation.h"
-#include "propagation/conformance.h"
+#include "verify/conformance_propagation.h"
 #include "propagation/propagation.h"
 #include "sharding/sharding.h"
 #include "text/parser.h"

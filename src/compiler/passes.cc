@@ -1,0 +1,124 @@
+// One line per pass: name, summary, factory. Kept in pipeline order.
+#include "compiler/passes.h"
+
+#include <iostream>
+
+#include "compiler/compile.h"
+#include "import/shard_spec.h"
+#include "ir/verifier.h"
+#include "partitioner/partitioner.h"
+#include "propagation/propagation.h"
+#include "sharding/mesh.h"
+#include "transforms/batch_norm_expander.h"
+#include "transforms/shrink_batch.h"
+#include "transforms/shrink_shapes.h"
+
+namespace meshsplit {
+namespace {
+
+// A pass whose work is one function of the module; `name` is the table's.
+class FunctionPass : public Pass {
+ public:
+  FunctionPass(std::string name, std::function<StatusOr<bool>(Module&)> run)
+      : name_(std::move(name)), run_(std::move(run)) {}
+  std::string_view name() const override { return name_; }
+  StatusOr<bool> Run(Module& module) override { return run_(module); }
+
+ private:
+  std::string name_;
+  std::function<StatusOr<bool>(Module&)> run_;
+};
+
+StatusOr<bool> VerifyIr(Module& module) {
+  MS_RETURN_IF_ERROR(VerifyModule(module));
+  return false;
+}
+
+// The spec in memory, else the spec file (whose rules that match nothing are
+// warned about), else --mesh alone, which only sets the partition count.
+StatusOr<bool> ApplySpec(Module& module, const CompileOptions& o) {
+  if (o.spec != nullptr) {
+    MS_RETURN_IF_ERROR(ApplyShardSpec(module, *o.spec).status());
+    return true;
+  }
+  if (!o.spec_path.empty()) {
+    MS_RETURN_IF_ERROR(ApplyShardSpec(module, o.spec_path, o.mesh));
+    return true;
+  }
+  if (o.mesh.empty()) return false;
+  auto mesh = Mesh::Parse(o.mesh);
+  if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
+  module.set_num_partitions(mesh->num_devices());
+  return true;
+}
+
+StatusOr<bool> ExpandBatchNormOps(Module& module) {
+  MS_ASSIGN_OR_RETURN(int64_t expanded, ExpandBatchNorm(module));
+  if (expanded > 0)
+    std::cerr << "note: expanded " << expanded
+              << " batch-norm ops into reductions and elementwise ops (--keep-batch-norm "
+                 "keeps them)\n";
+  return expanded > 0;
+}
+
+StatusOr<bool> Propagate(Module& module, const CompileOptions& o, CompileResult* result) {
+  PropagationReport local;
+  PropagationReport& report = result != nullptr ? result->propagation : local;
+  MS_ASSIGN_OR_RETURN(bool changed, PropagateShardings(module, o.propagation, &report));
+  if (o.print_propagation_warnings)
+    for (const std::string& w : report.warnings) std::cerr << "warning: " << w << "\n";
+  return changed;
+}
+
+StatusOr<bool> ShrinkBatchPass(Module& module, const CompileOptions& o) {
+  MS_ASSIGN_OR_RETURN(ShrinkBatchReport report, ShrinkBatch(module, o.shrink_batch));
+  return report.instructions_shrunk > 0;
+}
+
+StatusOr<bool> ShrinkShapesPass(Module& module, const CompileOptions& o) {
+  MS_ASSIGN_OR_RETURN(ShrinkShapesReport report, ShrinkShapes(module, o.shrink_shapes));
+  return report.dims_shrunk > 0;
+}
+
+template <typename F>
+PassInfo Entry(std::string name, std::string summary, F run) {
+  PassInfo info{std::move(name), std::move(summary), nullptr};
+  info.create = [pass_name = info.name, run](const CompileOptions& options,
+                                             CompileResult* result) -> std::unique_ptr<Pass> {
+    return std::make_unique<FunctionPass>(
+        pass_name, [&options, result, run](Module& m) { return run(m, options, result); });
+  };
+  return info;
+}
+
+}  // namespace
+
+const std::vector<PassInfo>& PassTable() {
+  using O = const CompileOptions&;
+  using R = CompileResult*;
+  static const std::vector<PassInfo> table = {
+      Entry("apply-spec", "apply the sharding spec (--shard) or mesh (--mesh) to the module",
+            [](Module& m, O o, R) { return ApplySpec(m, o); }),
+      Entry("verify", "check shapes, operands and shardings (changes nothing)",
+            [](Module& m, O, R) { return VerifyIr(m); }),
+      Entry("expand-batch-norm", "rewrite batch-norm ops into reductions and elementwise ops",
+            [](Module& m, O, R) { return ExpandBatchNormOps(m); }),
+      Entry("shrink-batch", "make the batch dim of the named parameters smaller (shrink-batch)",
+            [](Module& m, O o, R) { return ShrinkBatchPass(m, o); }),
+      Entry("shrink-shapes", "make large dims small, keeping shardings and tile divisibility",
+            [](Module& m, O o, R) { return ShrinkShapesPass(m, o); }),
+      Entry("propagate", "infer a sharding for every instruction (SPMD mode)",
+            [](Module& m, O o, R r) { return Propagate(m, o, r); }),
+      Entry("partition", "partition a sharded module into one SPMD program",
+            [](Module& m, O o, R) { return PartitionPass(o.partition).Run(m); }),
+  };
+  return table;
+}
+
+const PassInfo* FindPass(const std::string& name) {
+  for (const PassInfo& p : PassTable())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+}  // namespace meshsplit
