@@ -18,10 +18,12 @@ const bool kRegistered = RegisterCommand(
       auto no_metadata = std::make_shared<bool>(false);
       auto operand_shapes = std::make_shared<bool>(false);
       auto verify_diagnostics = std::make_shared<bool>(false);
+      auto output = std::make_shared<std::string>();
       app->add_option("FILE", *file, "HLO text file ('-' for stdin)")->required();
       app->add_flag("--no-metadata", *no_metadata, "Drop metadata={...} attributes");
       app->add_flag("--operand-shapes", *operand_shapes,
                     "Print operand shapes inline: add(f32[2] %a, f32[2] %b)");
+      AddOutputFlag(app, output.get());
       app->add_flag("--verify-diagnostics", *verify_diagnostics,
                     "Check the errors against // expected-error comments (tests)");
       return [=]() {
@@ -32,9 +34,7 @@ const bool kRegistered = RegisterCommand(
         PrintOptions options;
         options.print_metadata = !*no_metadata;
         options.print_operand_shapes = *operand_shapes;
-        std::string text = PrintModule(**module, options);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        return std::fflush(stdout) == 0 ? 0 : 1;
+        return WriteOutput(*output, PrintModule(**module, options));
       };
     });
 

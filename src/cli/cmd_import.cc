@@ -21,20 +21,12 @@ const bool registered = RegisterCommand(
     [](CLI::App* app) -> std::function<int()> {
       auto opts = std::make_shared<Options>();
       app->add_option("file", opts->file, "model (.onnx or .hlo)")->required();
-      app->add_option("-o,--output", opts->output, "write the HLO here instead of stdout");
+      AddOutputFlag(app, &opts->output);
       return [opts]() -> int {
         auto module = LoadModule(opts->file);
         if (!module.ok()) return ReportError(module.status());
         if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
-        std::string text = PrintModule(**module);
-        if (opts->output.empty()) {
-          std::cout << text;
-        } else {
-          std::ofstream out(opts->output);
-          out << text;
-          if (!out) return ReportError(Status::Error(opts->output + ": cannot write"));
-        }
-        return 0;
+        return WriteOutput(opts->output, PrintModule(**module));
       };
     });
 

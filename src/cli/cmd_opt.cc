@@ -20,6 +20,7 @@ struct OptOptions {
   bool print_after_all = false;
   std::string dump_dir;
   bool list = false;
+  std::string output;
 };
 
 int RunOpt(const OptOptions& opts) {
@@ -68,8 +69,7 @@ int RunOpt(const OptOptions& opts) {
     }
     ++index;
   }
-  std::cout << PrintModule(module);
-  return 0;
+  return WriteOutput(opts.output, PrintModule(module));
 }
 
 const bool registered = RegisterCommand(
@@ -82,6 +82,7 @@ const bool registered = RegisterCommand(
                     "print the module to stderr after every pass");
       app->add_option("--dump-dir", opts->dump_dir, "write the module after every pass into DIR");
       app->add_flag("--list-passes", opts->list, "list the available passes");
+      AddOutputFlag(app, &opts->output);
       return [opts]() { return RunOpt(*opts); };
     });
 

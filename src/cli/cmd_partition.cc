@@ -16,6 +16,7 @@ struct PartitionCliOptions {
   int64_t num_partitions = 0;
   bool no_propagate = false;
   bool strict = false;
+  std::string output;
   ShardFlags shard;
 };
 
@@ -28,8 +29,7 @@ int RunPartition(const PartitionCliOptions& opts) {
   std::unique_ptr<Module> module;
   auto compiled = CompileFile(opts.file, options, &module);
   if (!compiled.ok()) return ReportError(compiled.status());
-  std::cout << PrintModule(*compiled->partitioned);
-  return 0;
+  return WriteOutput(opts.output, PrintModule(*compiled->partitioned));
 }
 
 const bool registered = RegisterCommand(
@@ -43,6 +43,7 @@ const bool registered = RegisterCommand(
                     "partition with the annotations as given (unannotated = replicated)");
       app->add_flag("--strict", opts->strict,
                     "fail instead of replicating ops that have no partitioning rule");
+      AddOutputFlag(app, &opts->output);
       AddShardFlags(app, &opts->shard);
       return [opts]() { return RunPartition(*opts); };
     });

@@ -1,6 +1,8 @@
-// `meshsplit propagate FILE [--json] [--explain NAME] [--strict] [--print-rules]`:
-// runs sharding propagation and prints the module, a JSON map of shardings,
-// how one instruction got its sharding, or the op rules it read.
+// `meshsplit propagate FILE [--shard SPEC] [--mesh M] [--num-partitions N]
+// [--json] [--explain NAME] [--strict] [--print-rules] [-o FILE]`: applies the
+// spec, runs sharding propagation (the compile pipeline up to propagate, as
+// partition runs it) and prints the module, a JSON map of shardings, how one
+// instruction got its sharding, or the op rules it read.
 #include <iostream>
 #include <memory>
 #include <set>
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "compiler/compile.h"
 #include "ir/computation.h"
 #include "propagation/op_rules.h"
@@ -27,6 +30,9 @@ struct PropagateOptions {
   bool to_output = false;
   bool to_parameters = false;
   bool print_rules = false;
+  int64_t num_partitions = 0;
+  std::string output;
+  ShardFlags shard;
 };
 
 const Instruction* FindInstruction(const Module& m, const std::string& name) {
@@ -106,8 +112,11 @@ void Explain(const Module& m, const PropagationReport& report,
 int RunPropagate(const PropagateOptions& opts) {
   if (opts.file.empty())
     return ReportError(Status::Error("propagate: missing input FILE"));
-  CompileOptions options;
+  // The module as partition would see it: the spec or mesh applied, batch
+  // norm expanded unless --keep-batch-norm.
+  CompileOptions options = CompileOptionsFor(opts.shard);
   options.until = opts.print_rules ? CompileStage::kPrepared : CompileStage::kPropagated;
+  options.num_partitions = opts.num_partitions;
   options.propagation.is_spmd = opts.spmd;
   options.propagation.strict = opts.strict;
   options.propagation.allow_spmd_sharding_propagation_to_output = {opts.to_output};
@@ -144,11 +153,9 @@ int RunPropagate(const PropagateOptions& opts) {
                                    : nlohmann::ordered_json(nullptr);
     nlohmann::ordered_json doc;
     doc["shardings"] = shardings;
-    std::cout << doc.dump(2) << "\n";
-    return 0;
+    return WriteOutput(opts.output, doc.dump(2) + "\n");
   }
-  std::cout << PrintModule(module);
-  return 0;
+  return WriteOutput(opts.output, PrintModule(module));
 }
 
 const bool registered = RegisterCommand(
@@ -168,6 +175,17 @@ const bool registered = RegisterCommand(
                     "allow changing the entry result's sharding");
       app->add_flag("--propagate-to-parameters", opts->to_parameters,
                     "allow changing the entry parameters' shardings");
+      app->add_option("--num-partitions", opts->num_partitions,
+                      "number of partitions (default: the module header's, or the mesh's)");
+      // The spec flags of AddShardFlags; the partitioner's options mean
+      // nothing here.
+      app->add_option("--shard", opts->shard.spec,
+                      "sharding spec JSON: mesh + name-glob rules applied before propagation");
+      app->add_option("--mesh", opts->shard.mesh,
+                      "device mesh 'data=2,model=4' (overrides the spec's mesh)");
+      app->add_flag("--keep-batch-norm", opts->shard.keep_batch_norm,
+                    "keep batch-norm ops fused (by default they are expanded, as partition does)");
+      AddOutputFlag(app, &opts->output);
       return [opts]() { return RunPropagate(*opts); };
     });
 

@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/shard_flags.h"
+#include "import/load.h"
 #include "runtime/run_module.h"
 #include "verify/mpi_runner.h"
 #include "verify/run_spmd.h"
@@ -27,6 +28,30 @@ struct RunFlags {
   std::string backend = "threads";
   ShardFlags shard;
 };
+
+// Says on stderr where the outputs went, then prints them: whole with
+// --print, else (no --outputs either) a short line each, so a run never
+// ends silently. Outputs are named as the model names them (ONNX graph
+// outputs, import/load.h EntryOutputNames), else out<i>.
+int ShowOutputs(const RunFlags& flags, const std::vector<std::string>& names,
+                const std::vector<std::string>& files, const Literal& result) {
+  if (!files.empty()) {
+    std::string list;
+    for (size_t i = 0; i < files.size() && i < 4; ++i) list += (i ? ", " : "") + files[i];
+    if (files.size() > 4) list += ", ...";
+    std::fprintf(stderr, "note: wrote %zu outputs to %s (%s)\n", files.size(),
+                 flags.outputs.c_str(), list.c_str());
+  }
+  std::vector<const Literal*> outs = OutputArrays(result);
+  if (flags.print || flags.outputs.empty()) {
+    const size_t max_chars = flags.print ? 2000 : 120;
+    for (size_t i = 0; i < outs.size(); ++i) {
+      std::string label = names.size() == outs.size() ? names[i] : "out" + std::to_string(i);
+      std::printf("%s = %s\n", label.c_str(), FormatOutput(*outs[i], max_chars).c_str());
+    }
+  }
+  return std::fflush(stdout) == 0 ? 0 : 1;
+}
 
 // `--backend mpi` (one process per partition under mpirun): rank 0 reads
 // the inputs and sends each rank its shard; every rank runs its partition;
@@ -55,16 +80,14 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
   // Only now, with every rank agreed on success, does rank 0 write (each
   // file to a temporary name, then renamed); a failed write fails every rank.
   Status written = Status::Ok();
-  if (out->is_root && !flags.outputs.empty()) written = WriteOutputs(out->result, flags.outputs);
+  const std::vector<std::string> names = EntryOutputNames(m);
+  std::vector<std::string> files;
+  if (out->is_root && !flags.outputs.empty())
+    written = WriteOutputs(out->result, flags.outputs, names, &files);
   written = AgreeAcrossRanks(written);
   if (!written.ok()) return ReportError(written);
   if (!out->is_root) return 0;
-  if (flags.print) {
-    std::vector<const Literal*> outs = OutputArrays(out->result);
-    for (size_t i = 0; i < outs.size(); ++i)
-      std::printf("out%zu = %s\n", i, FormatOutput(*outs[i]).c_str());
-  }
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return ShowOutputs(flags, names, files, out->result);
 }
 
 int RunCommand(const RunFlags& flags) {
@@ -96,16 +119,13 @@ int RunCommand(const RunFlags& flags) {
   StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
                                   : RunEntry(m, std::move(inputs), options);
   if (!result.ok()) return ReportError(result.status());
+  const std::vector<std::string> names = EntryOutputNames(m);
+  std::vector<std::string> files;
   if (!flags.outputs.empty()) {
-    Status s = WriteOutputs(*result, flags.outputs);
+    Status s = WriteOutputs(*result, flags.outputs, names, &files);
     if (!s.ok()) return ReportError(s);
   }
-  if (flags.print) {
-    std::vector<const Literal*> outs = OutputArrays(*result);
-    for (size_t i = 0; i < outs.size(); ++i)
-      std::printf("out%zu = %s\n", i, FormatOutput(*outs[i]).c_str());
-  }
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return ShowOutputs(flags, names, files, *result);
 }
 
 const bool kRegistered = RegisterCommand(
@@ -115,7 +135,7 @@ const bool kRegistered = RegisterCommand(
       app->add_option("FILE", flags->file, "HLO text file ('-' for stdin)")->required();
       app->add_option("--inputs", flags->inputs,
                       "Directory with <parameter name>.npy or param<i>.npy per entry parameter");
-      app->add_option("--outputs", flags->outputs, "Directory to write out<i>.npy into");
+      app->add_option("--outputs", flags->outputs, "Directory to write one .npy per output into (named after an ONNX model's outputs, else out<i>.npy)");
       app->add_flag("--print", flags->print, "Print each output's values to stdout");
       app->add_option("--num-partitions", flags->num_partitions,
                       "Partition to N and run on N virtual devices (full-shape .npy in/out)");

@@ -19,6 +19,8 @@ const bool kRegistered = RegisterCommand(
     [](CLI::App* app) -> std::function<int()> {
       auto file = std::make_shared<std::string>();
       auto options = std::make_shared<ShrinkBatchOptions>();
+      auto output = std::make_shared<std::string>();
+      AddOutputFlag(app, output.get());
       app->add_option("FILE", *file, "HLO file ('-' for stdin)")->required();
       app->add_option("--param", options->parameters,
                       "entry parameter whose batch dim shrinks (repeatable)")
@@ -34,9 +36,7 @@ const bool kRegistered = RegisterCommand(
         std::cerr << "shrink-batch: " << report->instructions_shrunk
                   << " instructions shrunk by " << options->factor << "\n";
         for (const std::string& note : report->notes) std::cerr << "shrink-batch: " << note << "\n";
-        std::string text = PrintModule(**module);
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        return std::fflush(stdout) == 0 ? 0 : 1;
+        return WriteOutput(*output, PrintModule(**module));
       };
     });
 

@@ -26,6 +26,7 @@ struct ShrinkShapesCliOptions {
   bool propagate = false;
   int64_t min_dim = 4;
   int64_t divisor = 0;
+  std::string output;
   ShardFlags shard;
 };
 
@@ -65,8 +66,7 @@ int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
   for (const std::string& n : report->notes) std::cerr << "shrink-shapes: note: " << n << "\n";
   std::string text = PrintModule(m);
   if (!text.empty() && text.back() != '\n') text += '\n';
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  return WriteOutput(o.output, text);
 }
 
 const bool kRegistered = RegisterCommand(
@@ -93,6 +93,7 @@ const bool kRegistered = RegisterCommand(
       app->add_option("--shard", o->shard.spec,
                       "sharding spec JSON, applied first so that its tile counts keep dividing");
       app->add_option("--mesh", o->shard.mesh, "device mesh 'data=2,model=4' (overrides the spec's)");
+      AddOutputFlag(app, &o->output);
       return [o]() { return RunShrinkShapes(*o); };
     });
 

@@ -30,4 +30,14 @@ bool RegisterCommand(std::string name, std::string summary, CommandSetup setup);
 // Prints a Status as a diagnostic on stderr and returns exit status 1.
 int ReportError(const Status& status);
 
+// Declares `-o,--output FILE` for a command that prints a module or a
+// document: where WriteOutput writes it.
+void AddOutputFlag(CLI::App* app, std::string* path);
+
+// Writes `text` to `path` ("" or "-": standard output). A file is written
+// under a temporary name beside it and renamed into place, so a failure never
+// leaves a partial file. Returns the exit status (1, with a diagnostic, when
+// the text could not be written).
+int WriteOutput(const std::string& path, const std::string& text);
+
 }  // namespace meshsplit::cli

@@ -23,16 +23,85 @@ bool HaveOnnxImporter() {
 #endif
 }
 
+namespace {
+constexpr std::string_view kOutputNamesKey = "onnx_output_names=\"";
+}  // namespace
+
+std::vector<std::string> EntryOutputNames(const Module& module) {
+  for (const auto& [key, value] : module.header_attrs()) {
+    if (key != "frontend_attributes") continue;
+    size_t at = value.find(kOutputNamesKey);
+    if (at == std::string::npos) continue;
+    at += kOutputNamesKey.size();
+    size_t end = value.find('"', at);
+    if (end == std::string::npos) return {};
+    std::vector<std::string> names;
+    std::string list = value.substr(at, end - at);
+    for (size_t start = 0;;) {
+      size_t comma = list.find(',', start);
+      names.push_back(list.substr(start, comma - start));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    return names;
+  }
+  return {};
+}
+
+void SetEntryOutputNames(Module& module, const std::vector<std::string>& names) {
+  std::string list;
+  for (const std::string& n : names) {
+    if (n.find_first_of(",\"") != std::string::npos) return;
+    list += (list.empty() ? "" : ",") + n;
+  }
+  if (names.empty()) return;
+  module.mutable_header_attrs().emplace_back(
+      "frontend_attributes", "{" + std::string(kOutputNamesKey) + list + "\"}");
+}
+
+namespace {
+
+// An ONNX model is a serialized ModelProto; its first field in practice is
+// ir_version (field 1, varint: tag byte 0x08). HLO text never starts with
+// that byte, and a text file holds no NUL bytes where protobufs nearly
+// always do.
+bool LooksLikeOnnx(const std::string& bytes) {
+  return !bytes.empty() && bytes[0] == 0x08 && bytes.find('\0') != std::string::npos;
+}
+
+// StableHLO / MLIR text: what `jax.jit(f).lower(...).as_text()` prints by
+// default.
+bool LooksLikeMlir(const std::string& path, const std::string& text) {
+  if (EndsWith(path, ".mlir") || EndsWith(path, ".mlirbc")) return true;
+  size_t start = text.find_first_not_of(" \t\r\n");
+  if (start == std::string::npos) return false;
+  return text.compare(start, 7, "module ") == 0 || text.compare(start, 7, "module@") == 0 ||
+         text.compare(start, 6, "func.") == 0 || text.compare(start, 2, "#loc") == 0 ||
+         text.compare(start, 3, "ML\xefR") == 0;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
-  if (EndsWith(path, ".onnx")) {
+  MS_ASSIGN_OR_RETURN(std::shared_ptr<const SourceFile> file, ReadSourceFile(path));
+  if (EndsWith(path, ".onnx") || LooksLikeOnnx(file->text)) {
 #ifdef MESHSPLIT_HAVE_ONNX
-    return ImportOnnxFile(path);
+    if (path == "-") return ImportOnnxBytes(file->text, "stdin");
+    std::string base = path.substr(path.find_last_of('/') + 1);
+    if (EndsWith(base, ".onnx")) base.resize(base.size() - 5);
+    return ImportOnnxBytes(file->text, base);
 #else
     return Status::Error(path + ": this meshsplit was built without the ONNX "
                          "importer (install libonnx-dev and libprotobuf-dev)");
 #endif
   }
-  return ParseModuleFile(path);
+  if (LooksLikeMlir(path, file->text))
+    return Status::Error(
+        path + ": this is StableHLO / MLIR text, which meshsplit does not read yet; give it "
+               "HLO text instead: from JAX, run with XLA_FLAGS=--xla_dump_to=DIR and take "
+               "DIR/*.before_optimizations.txt, or print "
+               "jax.jit(f).lower(...).as_text(dialect=\"hlo\")");
+  return ParseModule(std::move(file));
 }
 
 }  // namespace meshsplit

@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "ir/module.h"
 #include "support/status.h"
@@ -16,5 +17,15 @@ StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
 
 // True when this build has the ONNX importer (libonnx + protobuf found).
 bool HaveOnnxImporter();
+
+// The names of the entry result's elements, as the module's frontend
+// attribute `onnx_output_names` records them for an imported ONNX model
+// (its graph outputs, in order); empty when the module has none. `run` names
+// its output files after them.
+std::vector<std::string> EntryOutputNames(const Module& module);
+
+// Records `names` as above. Names holding ',' or '"' are not recorded (the
+// attribute is a comma-separated list inside a quoted string).
+void SetEntryOutputNames(Module& module, const std::vector<std::string>& names);
 
 }  // namespace meshsplit

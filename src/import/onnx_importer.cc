@@ -8,6 +8,7 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "import/load.h"
 #include "import/onnx_context.h"
 #include "runtime/interpreter.h"
 
@@ -185,6 +186,9 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
   MS_ASSIGN_OR_RETURN(Instruction * root, ctx.Emit(Opcode::kTuple, Shape(), outs));
   entry->set_root(root);
   RemoveDead(entry);
+  std::vector<std::string> names;
+  for (const auto& out : graph.output()) names.push_back(out.name());
+  SetEntryOutputNames(*module, names);
   return module;
 }
 

@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <set>
 #include <system_error>
 
 #include "runtime/npy.h"
@@ -68,7 +70,31 @@ std::vector<const Literal*> OutputArrays(const Literal& result) {
   return out;
 }
 
-Status WriteOutputs(const Literal& result, const std::string& dir) {
+namespace {
+
+// The file names of `count` outputs: `names` made safe, or out<i>.npy.
+std::vector<std::string> OutputFileNames(size_t count, const std::vector<std::string>& names) {
+  std::vector<std::string> files;
+  std::set<std::string> seen;
+  if (names.size() == count) {
+    for (std::string n : names) {
+      for (char& ch : n)
+        if (!std::isalnum(static_cast<unsigned char>(ch)) && ch != '.' && ch != '-' && ch != '_')
+          ch = '_';
+      if (n.empty() || n[0] == '.' || !seen.insert(n).second) break;
+      files.push_back(n + ".npy");
+    }
+    if (files.size() == count) return files;
+  }
+  files.clear();
+  for (size_t i = 0; i < count; ++i) files.push_back("out" + std::to_string(i) + ".npy");
+  return files;
+}
+
+}  // namespace
+
+Status WriteOutputs(const Literal& result, const std::string& dir,
+                    const std::vector<std::string>& names, std::vector<std::string>* written) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -81,14 +107,15 @@ Status WriteOutputs(const Literal& result, const std::string& dir) {
     if (!b.ok()) return Status::Error("output " + std::to_string(i) + ": " + b.status().message());
     blobs.push_back(std::move(b).value());
   }
+  const std::vector<std::string> files = OutputFileNames(blobs.size(), names);
   std::vector<fs::path> temps, finals;
   std::string suffix = ".tmp." + std::to_string(::getpid());
   auto cleanup = [&] {
     for (const fs::path& t : temps) fs::remove(t, ec);
   };
   for (size_t i = 0; i < blobs.size(); ++i) {
-    fs::path final_path = fs::path(dir) / ("out" + std::to_string(i) + ".npy");
-    fs::path tmp = fs::path(dir) / (".out" + std::to_string(i) + ".npy" + suffix);
+    fs::path final_path = fs::path(dir) / files[i];
+    fs::path tmp = fs::path(dir) / ("." + files[i] + suffix);
     temps.push_back(tmp);
     finals.push_back(final_path);
     FILE* f = std::fopen(tmp.c_str(), "wb");
@@ -106,6 +133,7 @@ Status WriteOutputs(const Literal& result, const std::string& dir) {
       return Status::Error(finals[i].string() + ": cannot write output: " + ec.message());
     }
   }
+  if (written != nullptr) *written = files;
   return Status::Ok();
 }
 

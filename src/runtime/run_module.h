@@ -32,9 +32,14 @@ StatusOr<Literal> RunEntry(const Module& module, std::vector<Literal> inputs,
 // flattened depth-first) or the result itself.
 std::vector<const Literal*> OutputArrays(const Literal& result);
 
-// Writes out<i>.npy for each output array into `dir` (created if missing),
-// atomically as a set.
-Status WriteOutputs(const Literal& result, const std::string& dir);
+// Writes one .npy file per output array into `dir` (created if missing),
+// atomically as a set: <names[i]>.npy when `names` has one usable file name
+// per output (unique after replacing characters other than letters, digits,
+// '.', '-' and '_' by '_'), else out<i>.npy. `written` receives the file
+// names.
+Status WriteOutputs(const Literal& result, const std::string& dir,
+                    const std::vector<std::string>& names = {},
+                    std::vector<std::string>* written = nullptr);
 
 // "f32[2,2] {{1, 2}, {3, 4}}", cut after about `max_chars` characters.
 std::string FormatOutput(const Literal& literal, size_t max_chars = 2000);

@@ -87,6 +87,23 @@ TEST_F(RunModuleTest, OutputsAreAllOrNothing) {
   EXPECT_EQ(files, 2);
 }
 
+TEST_F(RunModuleTest, OutputsNamedAfterTheModelsOutputs) {
+  Literal two = Literal::MakeTuple({F32({2}, {1, 2}), S32({1}, {7})});
+  std::vector<std::string> files;
+  ASSERT_TRUE(WriteOutputs(two, (dir_ / "named").string(), {"loss", "new.h/0:w"}, &files).ok());
+  EXPECT_EQ(files, (std::vector<std::string>{"loss.npy", "new.h_0_w.npy"}));
+  auto loss = ReadNpy((dir_ / "named" / "loss.npy").string());
+  ASSERT_TRUE(loss.ok());
+  EXPECT_TRUE(loss->BitwiseEqual(two.elements()[0]));
+  // Names that do not give one distinct file per output fall back to out<i>.
+  for (const std::vector<std::string>& names :
+       {std::vector<std::string>{"a"}, std::vector<std::string>{"a/b", "a:b"},
+        std::vector<std::string>{"", "b"}, std::vector<std::string>{"..", "b"}}) {
+    ASSERT_TRUE(WriteOutputs(two, (dir_ / "fallback").string(), names, &files).ok());
+    EXPECT_EQ(files, (std::vector<std::string>{"out0.npy", "out1.npy"})) << names[0];
+  }
+}
+
 TEST_F(RunModuleTest, FormatOutputTruncatesLongArrays) {
   Literal big(Shape(PrimitiveType::F32, {100000}));
   std::string s = FormatOutput(big, 200);
