@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "import/load.h"
+
 namespace meshsplit {
 
 bool GlobMatch(const std::string& pattern, const std::string& name) {
@@ -45,9 +47,10 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
   auto err = [&](const std::string& m) { return Status::Error(name + ": " + m); };
   if (!j.is_object()) return err("the spec must be a JSON object");
   for (const auto& [key, _] : j.items())
-    if (key != "mesh" && key != "rules" && key != "comment" && key != "existing_axes")
+    if (key != "mesh" && key != "rules" && key != "comment" && key != "existing_axes" &&
+        key != "outputs_follow_inputs")
       return err("unknown key '" + key +
-                 "' (expected mesh, rules, existing_axes, comment)");
+                 "' (expected mesh, rules, existing_axes, outputs_follow_inputs, comment)");
   ShardSpec spec;
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
@@ -68,6 +71,11 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
     if (!mesh.ok()) return err("mesh: " + mesh.status().message());
     spec.mesh = std::move(*mesh);
     spec.has_mesh = true;
+  }
+  if (j.contains("outputs_follow_inputs")) {
+    if (!j["outputs_follow_inputs"].is_boolean())
+      return err("\"outputs_follow_inputs\" must be true or false");
+    spec.outputs_follow_inputs = j["outputs_follow_inputs"].get<bool>();
   }
   if (j.contains("existing_axes")) {
     const json& e = j["existing_axes"];
@@ -142,16 +150,47 @@ std::vector<std::pair<int64_t, int64_t>> TopLevelAliases(const Module& module) {
   return out;
 }
 
+// The outputs that are updated copies of entry parameters: the header's
+// aliases, else, for an imported training step, the ONNX convention of
+// naming the updated `X` "new.X" (import/load.h EntryOutputNames), when the
+// two have the same shape.
+std::vector<std::pair<int64_t, int64_t>> UpdatedCopies(const Module& module) {
+  std::vector<std::pair<int64_t, int64_t>> out = TopLevelAliases(module);
+  if (!out.empty()) return out;
+  const Computation* entry = module.entry();
+  const Shape& result = entry->root()->shape();
+  const std::vector<std::string> names = EntryOutputNames(module);
+  if (!result.IsTuple() || static_cast<int64_t>(names.size()) != result.tuple_size()) return out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].rfind("new.", 0) != 0) continue;
+    const std::string input = names[i].substr(4);
+    for (const Instruction* p : entry->parameters())
+      if (p != nullptr && p->name() == input &&
+          p->shape().Compatible(result.tuple_shapes(static_cast<int>(i))))
+        out.emplace_back(static_cast<int64_t>(i), p->attrs().parameter_number);
+  }
+  return out;
+}
+
 // An output that aliases a parameter shares its buffer, so it must have the
-// parameter's layout: copy the parameters' new shardings onto the aliased
-// elements of a tuple root's sharding.
+// parameter's layout, and an output that is the updated copy of a parameter
+// goes back in as that parameter next step: copy the parameters' new
+// shardings onto those elements of a tuple root's sharding (an unannotated
+// root counts as replicated, which its other elements stay).
 void ShardAliasedOutputs(Module& module, const std::vector<Instruction*>& annotated_params) {
   Instruction* root = module.entry()->root();
-  if (!root->shape().IsTuple() || !root->has_sharding() || !root->sharding()->IsTuple()) return;
-  Sharding sharding = *root->sharding();
+  if (!root->shape().IsTuple()) return;
+  if (root->has_sharding() && !root->sharding()->IsTuple()) return;
+  if (!root->has_sharding())
+    for (const Shape& s : root->shape().tuple_shapes())
+      if (s.IsTuple()) return;  // nested: no flat tuple sharding to start from
+  Sharding sharding = root->has_sharding()
+                          ? *root->sharding()
+                          : Sharding::Tuple(std::vector<Sharding>(root->shape().tuple_size(),
+                                                                  Sharding::Replicate()));
   auto& elements = sharding.mutable_tuple_elements();
   bool changed = false;
-  for (auto [output, param] : TopLevelAliases(module)) {
+  for (auto [output, param] : UpdatedCopies(module)) {
     if (output >= static_cast<int64_t>(elements.size()) ||
         root->shape().tuple_shapes(output).IsTuple())
       continue;
@@ -319,7 +358,7 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
   }
   for (size_t r = 0; r < spec.rules.size(); ++r)
     if (!used[r]) report.unmatched.push_back(spec.rules[r].match);
-  ShardAliasedOutputs(module, annotated_params);
+  if (spec.outputs_follow_inputs) ShardAliasedOutputs(module, annotated_params);
   entry->SortTopologically();
   module.set_num_partitions(spec.mesh.num_devices());
   return report;

@@ -29,6 +29,11 @@ struct ShardSpec {
   // for 8 devices lifted onto data=8,model=4 before adding model rules).
   // Empty: shardings already in the module are left as they are.
   std::vector<std::string> existing_axes;
+  // "outputs_follow_inputs" (default true): entry outputs that alias an
+  // entry parameter (input_output_alias) or are its updated copy (an ONNX
+  // training step's "new.X" for input "X") get the parameter's sharding, so
+  // the next step reads them without resharding.
+  bool outputs_follow_inputs = true;
 };
 
 // Parses spec JSON text; `name` is used in messages.
