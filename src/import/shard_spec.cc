@@ -36,21 +36,80 @@ bool GlobMatch(const std::string& pattern, const std::string& name) {
   return p == pattern.size();
 }
 
+namespace {
+
+// Levenshtein distance, for "did you mean" hints.
+size_t EditDistance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] != b[j - 1])});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
+
+// " (did you mean 'x'?)" for the candidate nearest to `word`, when it is near
+// enough to be a misspelling (at most a third of the word's letters apart).
+std::string DidYouMean(const std::string& word, const std::vector<std::string>& candidates) {
+  const std::string* best = nullptr;
+  size_t best_distance = word.size() / 3 + 1;
+  for (const std::string& c : candidates) {
+    size_t d = EditDistance(word, c);
+    if (d < best_distance) best = &c, best_distance = d;
+  }
+  return best == nullptr ? "" : " (did you mean '" + *best + "'?)";
+}
+
+}  // namespace
+
 StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& name) {
   using json = nlohmann::ordered_json;
+  auto file = std::make_shared<SourceFile>(SourceFile{name, text});
+  // The location of `length` characters at byte `offset` of the spec.
+  auto loc_at = [&](size_t offset, size_t length) {
+    SourceLoc loc;
+    loc.file = file;
+    loc.line = 1;
+    size_t line_start = 0;
+    for (size_t k = 0; k < offset && k < text.size(); ++k)
+      if (text[k] == '\n') ++loc.line, line_start = k + 1;
+    loc.column = static_cast<int>(std::min(offset, text.size()) - line_start) + 1;
+    loc.length = static_cast<int>(length);
+    return loc;
+  };
   json j;
   try {
     j = json::parse(text);
   } catch (const std::exception& e) {
-    return Status::Error(name + ": invalid JSON: " + e.what());
+    // nlohmann's byte offset is one past the character it stopped at.
+    size_t byte = 0;
+    if (const auto* pe = dynamic_cast<const json::parse_error*>(&e)) byte = pe->byte;
+    std::string what = e.what();
+    if (size_t colon = what.find("parse error"); colon != std::string::npos)
+      what = what.substr(colon);
+    return Status::Error("invalid JSON: " + what, loc_at(byte > 0 ? byte - 1 : 0, 1));
   }
   auto err = [&](const std::string& m) { return Status::Error(name + ": " + m); };
+  // An error about key `key` (searched from `from` on), pointing at it.
+  auto err_at_key = [&](const std::string& key, const std::string& m, size_t from = 0) {
+    size_t at = text.find("\"" + key + "\"", from);
+    if (at == std::string::npos) return err(m);
+    return Status::Error(m, loc_at(at, key.size() + 2));
+  };
   if (!j.is_object()) return err("the spec must be a JSON object");
+  static const std::vector<std::string> kKeys = {"mesh", "rules", "existing_axes",
+                                                 "outputs_follow_inputs", "comment"};
   for (const auto& [key, _] : j.items())
-    if (key != "mesh" && key != "rules" && key != "comment" && key != "existing_axes" &&
-        key != "outputs_follow_inputs")
-      return err("unknown key '" + key +
-                 "' (expected mesh, rules, existing_axes, outputs_follow_inputs, comment)");
+    if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
+      return err_at_key(key, "unknown key '" + key + "'" + DidYouMean(key, kKeys) +
+                                 " (expected mesh, rules, existing_axes, outputs_follow_inputs, "
+                                 "comment)");
   ShardSpec spec;
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
@@ -94,9 +153,15 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
         return err(where + ": needs \"match\": \"<glob>\"");
       ShardRule rule;
       rule.match = r["match"].get<std::string>();
+      static const std::vector<std::string> kRuleKeys = {"match", "dims", "replicated",
+                                                         "comment"};
       for (const auto& [key, _] : r.items())
-        if (key != "match" && key != "dims" && key != "replicated" && key != "comment")
-          return err(where + " ('" + rule.match + "'): unknown key '" + key + "'");
+        if (std::find(kRuleKeys.begin(), kRuleKeys.end(), key) == kRuleKeys.end())
+          return err_at_key(key,
+                            where + " ('" + rule.match + "'): unknown key '" + key + "'" +
+                                DidYouMean(key, kRuleKeys) +
+                                " (expected match, dims, replicated, comment)",
+                            text.find("\"" + rule.match + "\""));
       bool has_dims = r.contains("dims");
       rule.replicated = r.contains("replicated") && r["replicated"] == true;
       if (has_dims == rule.replicated)
@@ -379,8 +444,16 @@ Status ApplyShardSpec(Module& module, const std::string& path,
   }
   auto report = ApplyShardSpec(module, spec);
   if (!report.ok()) return Status::Error(path + ": " + report.status().message());
-  for (const auto& m : report->unmatched)
-    std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor\n";
+  if (!report->unmatched.empty()) {
+    // Name a tensor the glob may have meant to match.
+    std::vector<std::string> names;
+    for (const auto& i : module.entry()->instructions())
+      if (i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kConstant)
+        names.push_back(i->name());
+    for (const auto& m : report->unmatched)
+      std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor"
+                << DidYouMean(m, names) << "\n";
+  }
   return Status::Ok();
 }
 
