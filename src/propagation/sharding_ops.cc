@@ -71,14 +71,6 @@ class ShardingMemo {
   size_t size_ = 0;
 };
 
-bool IsLeafMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
-  if (IsManualLeaf(lhs) && IsTileMaximalLeaf(rhs)) return true;
-  if (IsManualLeaf(lhs) || IsManualLeaf(rhs)) return false;
-  if (rhs.IsTiled()) return lhs.NumTiles() > rhs.NumTiles();
-  if (rhs.kind() == Sharding::Kind::kReplicated)
-    return lhs.kind() != Sharding::Kind::kReplicated;
-  return !IsTileMaximalLeaf(lhs) && lhs.kind() != Sharding::Kind::kUnknown;
-}
 
 }  // namespace
 
@@ -129,22 +121,6 @@ void SetCsePrevention(Sharding* s, bool on) {
 // --- order
 // -----------------------------------------------------------------------
 
-bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
-  if (lhs.IsTuple() != rhs.IsTuple()) return false;
-  if (lhs.IsTuple()) {
-    const auto& l = lhs.tuple_elements();
-    const auto& r = rhs.tuple_elements();
-    if (l.size() != r.size()) return false;
-    bool better = false;
-    for (size_t i = 0; i < l.size(); ++i) {
-      if (IsShardingMoreSpecific(r[i], l[i])) return false;
-      if (IsShardingMoreSpecific(l[i], r[i])) better = true;
-    }
-    return better;
-  }
-  return IsLeafMoreSpecific(lhs, rhs);
-}
-
 bool IsShardingStrictlyBetter(const Sharding& lhs, const Sharding& rhs) {
   if (lhs.IsTuple() != rhs.IsTuple()) return false;
   if (!lhs.IsTuple()) return IsManualLeaf(lhs) && IsTileMaximalLeaf(rhs);
@@ -168,56 +144,6 @@ bool IsSpatiallyPartitioned(const Sharding& s) {
 
 // --- merging
 // ---------------------------------------------------------------------
-
-bool MergeShardingIfCompatible(const Sharding& to_merge, Sharding* dst) {
-  return MergeShardingIfCompatible(to_merge, dst->NumTiles() + 1, dst);
-}
-
-bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
-                               Sharding* dst) {
-  if (to_merge.IsTuple() || dst->IsTuple() || to_merge.IsManual() ||
-      dst->IsManual())
-    return false;
-  if (!to_merge.IsTiled()) return false;
-  if (!dst->IsTiled()) {
-    // Replicated or unknown take the tiling; a maximal placement does not.
-    if (dst->IsMaximal()) return false;
-    *dst = to_merge;
-    return true;
-  }
-  if (!dst->HasPartialReplication()) return false;
-  if (!sharding_util::MergeShardingIfCompatible(to_merge, minimum_tiles, dst))
-    return false;
-  dst->set_metadata(std::string());
-  return true;
-}
-
-bool MergeSharding(const Sharding& to_merge, Sharding* dst,
-                   bool may_combine_partial_sharding) {
-  if (to_merge.IsTuple()) {
-    if (!dst->IsTuple() ||
-        dst->tuple_elements().size() != to_merge.tuple_elements().size())
-      return false;
-    bool changed = false;
-    for (size_t i = 0; i < to_merge.tuple_elements().size(); ++i)
-      changed |= MergeSharding(to_merge.tuple_elements()[i],
-                               &dst->mutable_tuple_elements()[i],
-                               may_combine_partial_sharding);
-    return changed;
-  }
-  if (dst->IsTuple()) return false;
-  // Equal shardings never combine into more tiles, and neither is more
-  // specific: the common case at a fixed point, answered without the merge.
-  if (to_merge == *dst) return false;
-  if (may_combine_partial_sharding && to_merge.HasPartialReplication() &&
-      dst->HasPartialReplication() &&
-      to_merge.tile_assignment().num_devices() ==
-          dst->tile_assignment().num_devices() &&
-      MergeShardingIfCompatible(
-          to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1, dst))
-    return true;
-  return IsLeafMoreSpecific(*dst, to_merge);
-}
 
 std::optional<Sharding> ReturnImprovedSharding(
     Sharding from, const Sharding* to_improved, const Shape& shape,

@@ -37,28 +37,17 @@ std::vector<int64_t> UnspecifiedDimsAsWritten(const std::string& backend_config)
 void SetCsePrevention(Sharding* s, bool on);
 
 // --- order -------------------------------------------------------------------
-// True if `lhs` has more tiles (or is tiled where `rhs` is not, or manual
-// where `rhs` is tile-maximal). Tuples: none worse, one better; a tuple and a
-// non-tuple are never ordered.
-bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs);
+// The order and the merges are the sharding algebra's (sharding_util.h);
+// propagation keeps only its policy around them.
+using sharding_util::IsShardingMoreSpecific;
+using sharding_util::MergeSharding;
+using sharding_util::MergeShardingIfCompatible;
+
 // Manual beats tile-maximal (elementwise for tuples).
 bool IsShardingStrictlyBetter(const Sharding& lhs, const Sharding& rhs);
 bool IsSpatiallyPartitioned(const Sharding& s);
 
 // --- merging -----------------------------------------------------------------
-// Merges `to_merge` into `*dst` when both are partially replicated over the
-// same devices and their tilings are compatible (tile one dim from each).
-// Returns true if `*dst` ends up more specific than `to_merge`.
-bool MergeSharding(const Sharding& to_merge, Sharding* dst,
-                   bool may_combine_partial_sharding);
-// Combines the tilings of `to_merge` and `*dst` if the device groups agree and
-// the result has at least `minimum_tiles` tiles; a replicated or unknown
-// `*dst` takes `to_merge`. The two-argument form asks for more tiles than
-// `*dst` has.
-bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
-                               Sharding* dst);
-bool MergeShardingIfCompatible(const Sharding& to_merge, Sharding* dst);
-
 // The sharding that replaces `to_improved` (nullptr = none yet) given a
 // candidate `from`, or nullopt if `from` is no improvement.
 std::optional<Sharding> ReturnImprovedSharding(

@@ -22,7 +22,7 @@ int64_t Product(const std::vector<int64_t>& v) {
 // Merges `ungrouped` into `*result` (replicated takes it; two partial
 // shardings combine when their groups agree).
 bool MergeInto(const Sharding& ungrouped, Sharding* result) {
-  return MergeShardingIfCompatible(ungrouped, result->NumTiles() + 1, result);
+  return MergePartialTilings(ungrouped, result->NumTiles() + 1, result);
 }
 
 // Best-effort reshape of a sharding without manual subgroups: greedily the

@@ -454,12 +454,29 @@ Sharding MoveAndMergeShardingTiles(const Sharding& s, int64_t source_dim,
   return Rebuild(s, ta.Transpose(perm).Reshape(dims), s.subgroup_types());
 }
 
+namespace {
+
+bool IsManualLeaf(const Sharding& s) { return s.kind() == Sharding::Kind::kManual; }
+bool IsTileMaximalLeaf(const Sharding& s) {
+  return s.kind() == Sharding::Kind::kReplicated || s.kind() == Sharding::Kind::kMaximal;
+}
+
+bool IsLeafMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
+  if (IsManualLeaf(lhs) && IsTileMaximalLeaf(rhs)) return true;
+  if (IsManualLeaf(lhs) || IsManualLeaf(rhs)) return false;
+  if (rhs.IsTiled()) return lhs.NumTiles() > rhs.NumTiles();
+  if (rhs.kind() == Sharding::Kind::kReplicated) return lhs.kind() != Sharding::Kind::kReplicated;
+  return !IsTileMaximalLeaf(lhs) && lhs.kind() != Sharding::Kind::kUnknown;
+}
+
+}  // namespace
+
 bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
-  MS_CHECK(lhs.IsTuple() == rhs.IsTuple());
+  if (lhs.IsTuple() != rhs.IsTuple()) return false;
   if (lhs.IsTuple()) {
     const auto& l = lhs.tuple_elements();
     const auto& r = rhs.tuple_elements();
-    MS_CHECK(l.size() == r.size());
+    if (l.size() != r.size()) return false;
     bool better = false;
     for (size_t i = 0; i < l.size(); ++i) {
       if (IsShardingMoreSpecific(r[i], l[i])) return false;
@@ -467,14 +484,31 @@ bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs) {
     }
     return better;
   }
-  if (lhs.IsManual() && rhs.IsTileMaximal()) return true;
-  if (lhs.IsManual() || rhs.IsManual()) return false;
-  if (!rhs.IsTileMaximal()) return lhs.NumTiles() > rhs.NumTiles();
-  if (!rhs.IsReplicated()) return !lhs.IsTileMaximal();
-  return !lhs.IsReplicated();
+  return IsLeafMoreSpecific(lhs, rhs);
+}
+
+bool MergeShardingIfCompatible(const Sharding& to_merge, Sharding* dst) {
+  return MergeShardingIfCompatible(to_merge, dst->NumTiles() + 1, dst);
 }
 
 bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
+                               Sharding* dst) {
+  if (to_merge.IsTuple() || dst->IsTuple() || to_merge.IsManual() || dst->IsManual())
+    return false;
+  if (!to_merge.IsTiled()) return false;
+  if (!dst->IsTiled()) {
+    // Replicated or unknown take the tiling; a maximal placement does not.
+    if (dst->IsMaximal()) return false;
+    *dst = to_merge;
+    return true;
+  }
+  if (!dst->HasPartialReplication()) return false;
+  if (!MergePartialTilings(to_merge, minimum_tiles, dst)) return false;
+  dst->set_metadata(std::string());
+  return true;
+}
+
+bool MergePartialTilings(const Sharding& to_merge, int64_t minimum_tiles,
                                Sharding* dst) {
   if (to_merge.IsTuple() || dst->IsTuple()) return false;
   if (!to_merge.IsTiled()) return false;
@@ -616,28 +650,27 @@ bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
   return true;
 }
 
-bool MergeSharding(const Sharding& to_merge, Sharding* dst,
-                   bool may_combine_partial_sharding) {
+bool MergeSharding(const Sharding& to_merge, Sharding* dst, bool may_combine_partial_sharding) {
   if (to_merge.IsTuple()) {
-    MS_CHECK(dst->IsTuple());
-    MS_CHECK(to_merge.tuple_elements().size() ==
-             dst->tuple_elements().size());
+    if (!dst->IsTuple() || dst->tuple_elements().size() != to_merge.tuple_elements().size())
+      return false;
     bool changed = false;
     for (size_t i = 0; i < to_merge.tuple_elements().size(); ++i)
-      changed |= MergeSharding(to_merge.tuple_elements()[i],
-                               &dst->mutable_tuple_elements()[i],
+      changed |= MergeSharding(to_merge.tuple_elements()[i], &dst->mutable_tuple_elements()[i],
                                may_combine_partial_sharding);
     return changed;
   }
-  if (!may_combine_partial_sharding || !to_merge.HasPartialReplication() ||
-      !dst->HasPartialReplication() ||
-      to_merge.tile_assignment().num_devices() !=
-          dst->tile_assignment().num_devices())
-    return IsShardingMoreSpecific(*dst, to_merge);
-  if (MergeShardingIfCompatible(
-          to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1, dst))
+  if (dst->IsTuple()) return false;
+  // Equal shardings never combine into more tiles, and neither is more
+  // specific: the common case at a fixed point, answered without the merge.
+  if (to_merge == *dst) return false;
+  if (may_combine_partial_sharding && to_merge.HasPartialReplication() &&
+      dst->HasPartialReplication() &&
+      to_merge.tile_assignment().num_devices() == dst->tile_assignment().num_devices() &&
+      MergeShardingIfCompatible(to_merge, std::max(to_merge.NumTiles(), dst->NumTiles()) + 1,
+                                dst))
     return true;
-  return IsShardingMoreSpecific(*dst, to_merge);
+  return IsLeafMoreSpecific(*dst, to_merge);
 }
 
 bool IsSubTilingOrEqualSharding(const std::vector<int64_t>& dims,

@@ -91,19 +91,28 @@ Sharding MoveAndMergeShardingTiles(const Sharding& s, int64_t source_dim,
                                    int64_t target_dim);
 
 // XLA's order: manual beats tile-maximal; otherwise more tiles is more
-// specific; any tiled beats maximal; maximal beats replicated. Tuples: no
-// element worse and one better. REQUIRES: both tuples or both not.
+// specific; any tiled beats maximal; maximal beats replicated (and unknown
+// is beaten by anything but tile-maximal). Tuples: no element worse and one
+// better; a tuple and a non-tuple, or tuples of different sizes, are never
+// ordered.
 bool IsShardingMoreSpecific(const Sharding& lhs, const Sharding& rhs);
 
 // Combines `to_merge` into `*dst` when both are partially replicated, they
 // tile disjoint dims (or a dim equally) and the replication groups meet in
 // exactly the devices the combined tile needs; the result must have at
 // least `minimum_tiles` tiles. Returns whether `*dst` changed. O(devices).
+bool MergePartialTilings(const Sharding& to_merge, int64_t minimum_tiles, Sharding* dst);
+// Propagation's merge: MergePartialTilings for a partially replicated
+// `*dst` (metadata dropped), and a replicated or unknown `*dst` takes a tiled
+// `to_merge` whole; never for tuples, manual or maximal shardings. The
+// two-argument form asks for more tiles than `*dst` has.
 bool MergeShardingIfCompatible(const Sharding& to_merge, int64_t minimum_tiles,
                                Sharding* dst);
+bool MergeShardingIfCompatible(const Sharding& to_merge, Sharding* dst);
 // XLA's MergeSharding: tries the compatible merge (when
 // may_combine_partial_sharding), and returns whether `*dst` is now more
 // specific than `to_merge` (i.e. whether keeping `*dst` is an improvement).
+// Tuples merge element by element; a tuple against a non-tuple never.
 bool MergeSharding(const Sharding& to_merge, Sharding* dst,
                    bool may_combine_partial_sharding);
 
