@@ -93,14 +93,18 @@ class Searcher {
       result_.best_eval = e;
     }
     if (options_.progress &&
-        std::chrono::duration<double>(Clock::now() - last_progress_).count() >= 2.0) {
+        std::chrono::duration<double>(Clock::now() - last_progress_).count() >=
+            options_.progress_seconds) {
       last_progress_ = Clock::now();
-      char line[200];
+      char limit[32] = "";
+      if (options_.max_seconds > 0) std::snprintf(limit, sizeof(limit), " / %.0f", options_.max_seconds);
+      char line[240];
       std::snprintf(line, sizeof(line),
-                    "autoshard: %lld evaluations (%lld failed), best %.6g us, %.1f s",
+                    "autoshard: %lld / %lld evaluations (%lld failed), best %.6g us, %.1f%s s",
                     static_cast<long long>(result_.evaluations),
+                    static_cast<long long>(options_.max_evaluations),
                     static_cast<long long>(result_.failed),
-                    result_.best_eval.time_seconds * 1e6, Elapsed());
+                    result_.best_eval.time_seconds * 1e6, Elapsed(), limit);
       options_.progress(line);
     }
     return e;

@@ -35,8 +35,10 @@ struct SearchOptions {
   // max_evaluations, at least 10).
   int why_groups = 5;
   int64_t max_why_evaluations = -1;
-  // Called about every two seconds with a progress line; empty = silent.
+  // Called at most every `progress_seconds` with a progress line
+  // (evaluations / budget, failed, best cost, elapsed / limit); empty = silent.
   std::function<void(const std::string&)> progress;
+  double progress_seconds = 2.0;
 };
 
 // The best plan that differs from the chosen one only in `group`.

@@ -3,6 +3,8 @@
 // decisions for the program's inputs and weights (src/autoshard/), prints the
 // cheapest plan found with its cost, and writes it as a sharding spec that
 // partition/run/verify/report take with --shard. docs/autoshard.md.
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdio>
 #include <fstream>
@@ -214,12 +216,26 @@ int RunAutoshard(AutoshardFlags flags) {
   sopts.max_seconds = flags.time_limit;
   sopts.seed = flags.seed;
   sopts.restarts = flags.restarts;
-  if (!flags.quiet)
-    sopts.progress = [](const std::string& line) { std::cerr << line << std::endl; };
+  // On a terminal one line redrawn in place five times a second; otherwise
+  // (logs, CI) a line every two seconds.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  bool drew = false;
+  if (!flags.quiet) {
+    sopts.progress_seconds = tty ? 0.2 : 2.0;
+    sopts.progress = [tty, &drew](const std::string& line) {
+      if (tty) {
+        std::cerr << "\r" << line << "\033[K" << std::flush;
+        drew = true;
+      } else {
+        std::cerr << line << std::endl;
+      }
+    };
+  }
   if (!flags.quiet)
     std::cerr << "autoshard: " << space.groups.size() << " decision groups ("
               << space.decided_tensors << " tensors), mesh " << mesh->ToString() << std::endl;
   const autoshard::SearchResult r = autoshard::Search(evaluator, space, sopts);
+  if (drew) std::cerr << "\n";
 
   std::vector<std::pair<std::string, Evaluation>> compared;
   for (const auto& [path, spec] : compare_specs)
