@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 namespace meshsplit::autoshard {
 namespace {
@@ -34,6 +35,16 @@ class Searcher {
     result_.best_eval = *init;
     Choice cur = result_.initial;
     Evaluation cur_eval = *init;
+    // Whole-program starts a descent of one group at a time cannot reach:
+    // a batch split moves every batch-shaped input at once (moving one alone
+    // only adds a reshard), so the search is never worse than plain data
+    // parallelism over any mesh axis.
+    for (const Choice& seed : LeadingDimSeeds()) {
+      auto e = Eval(seed, /*budgeted=*/true);
+      if (!e) break;
+      ++result_.seeds_tried;
+      if (Better(*e, cur_eval)) cur = seed, cur_eval = *e;
+    }
     result_.converged = Descend(cur, cur_eval);
     if (result_.converged) {
       std::mt19937_64 rng(options_.seed);
@@ -61,6 +72,37 @@ class Searcher {
  private:
   double Elapsed() const {
     return std::chrono::duration<double>(Clock::now() - start_).count();
+  }
+
+  // For each size B of a leading dim and each mesh axis a: every group whose
+  // dim 0 has size B split on a along dim 0 (where that is one of its
+  // options), the rest as they start. The starts that split something.
+  std::vector<Choice> LeadingDimSeeds() const {
+    std::set<int64_t> sizes;
+    for (const DecisionGroup& g : space_.groups)
+      if (!g.dims.empty()) sizes.insert(g.dims[0]);
+    std::vector<Choice> seeds;
+    for (int64_t size : sizes)
+      for (int64_t axis = 0; axis < static_cast<int64_t>(space_.mesh.axes().size()); ++axis) {
+        Choice c = result_.initial;
+        bool split = false;
+        for (size_t g = 0; g < space_.groups.size(); ++g) {
+          const DecisionGroup& group = space_.groups[g];
+          if (group.dims.empty() || group.dims[0] != size) continue;
+          for (size_t o = 0; o < group.options.size(); ++o) {
+            const DimsMapping& m = group.options[o];
+            bool only_dim0 = m[0] == std::vector<int64_t>{axis};
+            for (size_t d = 1; d < m.size() && only_dim0; ++d) only_dim0 = m[d].empty();
+            if (only_dim0) {
+              split |= c[g] != static_cast<int>(o);
+              c[g] = static_cast<int>(o);
+              break;
+            }
+          }
+        }
+        if (split) seeds.push_back(std::move(c));
+      }
+    return seeds;
   }
 
   bool Exhausted() {

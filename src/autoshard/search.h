@@ -61,6 +61,7 @@ struct SearchResult {
   int64_t cache_hits = 0;   // candidates met again
   int64_t descent_passes = 0;
   int restarts_done = 0;
+  int seeds_tried = 0;  // whole-program starts (leading-dim splits) evaluated
   bool converged = false;   // the first descent finished within the budget
   std::string stop_reason;  // "converged", "evaluation budget", "time budget"
   double seconds = 0;

@@ -269,6 +269,7 @@ int RunAutoshard(AutoshardFlags flags) {
                    {"cache_hits", r.cache_hits},
                    {"descent_passes", r.descent_passes},
                    {"restarts", r.restarts_done},
+                   {"seeds", r.seeds_tried},
                    {"converged", r.converged},
                    {"stop_reason", r.stop_reason},
                    {"seconds", r.seconds}};
@@ -311,7 +312,8 @@ int RunAutoshard(AutoshardFlags flags) {
      << " failed)";
   if (r.why_evaluations > 0) os << " + " << r.why_evaluations << " for the why";
   os << ", " << r.cache_hits << " cache hits, " << r.descent_passes
-     << " descent passes, " << r.restarts_done << " restarts, stopped: " << r.stop_reason;
+     << " descent passes from the best of " << r.seeds_tried + 1 << " starts, " << r.restarts_done
+     << " restarts, stopped: " << r.stop_reason;
   char secs[32];
   std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
   os << ", " << secs << " s\n";

@@ -4,6 +4,7 @@
 // with the hand-written plans). The inputs are shared with the lit tests in
 // tests/golden/autoshard/Inputs, which verify the plans found by running them.
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include <gtest/gtest.h>
@@ -256,6 +257,42 @@ TEST(AutoshardSearch, TrainStepIsAtLeastAsCheapAsTheHandWrittenPlans) {
   EXPECT_EQ(Chosen(*space2, r2.best, "w1"), "[_, (data,model)]");
   EXPECT_EQ(Chosen(*space2, r2.best, "w2"), "[(data,model), _]");
   EXPECT_EQ(Count(r2.best_eval, "all-reduce"), 1);
+}
+
+// The search starts from whole-program leading-dim splits too, so its plan
+// is never worse than splitting every tensor whose dim 0 has one size over
+// one mesh axis (plain data parallelism when that size is the batch).
+TEST(AutoshardSearch, NeverWorseThanAnyLeadingDimSplit) {
+  auto module = Load("mlp_train.hlo");
+  const Mesh mesh = MakeMesh("data=2,model=2");
+  auto space = BuildDecisionSpace(*module, mesh, {});
+  ASSERT_TRUE(space.ok());
+  Evaluator ev(*module, *space, MachineModel{});
+  SearchResult r = Search(ev, *space, QuietOptions());
+  ASSERT_TRUE(r.best_eval.ok) << r.best_eval.error;
+  EXPECT_GT(r.seeds_tried, 0);
+  int checked = 0;
+  for (int64_t axis = 0; axis < mesh.num_axes(); ++axis) {
+    std::set<int64_t> sizes;
+    for (const DecisionGroup& g : space->groups) sizes.insert(g.dims[0]);
+    for (int64_t size : sizes) {
+      Choice c = InitialChoice(*space);
+      for (size_t g = 0; g < space->groups.size(); ++g) {
+        if (space->groups[g].dims[0] != size) continue;
+        for (size_t o = 0; o < space->groups[g].options.size(); ++o)
+          if (OptionToString(space->groups[g].options[o], mesh) ==
+              "[" + mesh.axes()[axis].name +
+                  std::string(space->groups[g].dims.size() > 1 ? ", _" : "") + "]")
+            c[g] = static_cast<int>(o);
+      }
+      Evaluation split = ev.Evaluate(c);
+      if (!split.ok) continue;
+      ++checked;
+      EXPECT_LE(r.best_eval.time_seconds, split.time_seconds * (1 + 1e-9))
+          << "dim-0 size " << size << " over " << mesh.axes()[axis].name;
+    }
+  }
+  EXPECT_GT(checked, 1);
 }
 
 TEST(AutoshardSearch, RespectsTheMemoryCap) {
