@@ -12,7 +12,8 @@ meshsplit=$1
 corpus=$2
 work=$3
 if [[ ! -d "$corpus" ]]; then
-  echo "skipped: $corpus is absent"
+  echo "skipped: needs ../shared/conformance/xla/partitioning (absent: $corpus);" \
+       "README, 'Optional test data', says how to get it"
   exit 77
 fi
 rm -rf "$work"

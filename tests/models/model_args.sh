@@ -10,7 +10,8 @@ here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
 if [[ ! -f "$model" ]]; then
-  echo "skipped: $model is absent"
+  echo "skipped: needs ../shared/models/hlo/$(basename "$model") (absent: $model);" \
+       "README, 'Optional test data', says how to get it"
   exit 77
 fi
 rm -rf "$work"

@@ -11,6 +11,7 @@
 #include <map>
 #include <sstream>
 
+#include "../shared_data.h"
 #include "import/load.h"
 #include "ir/verifier.h"
 #include "runtime/npy.h"
@@ -25,8 +26,7 @@ const std::string kDir = std::string(MESHSPLIT_SHARED_DIR) + "/models/onnx";
 
 #define SKIP_WITHOUT_MODELS()                                                   \
   if (!HaveOnnxImporter()) GTEST_SKIP() << "built without the ONNX importer";  \
-  if (!std::filesystem::exists(kDir))                                           \
-    GTEST_SKIP() << kDir << " is absent (the shared models are not here)"
+  MESHSPLIT_SKIP_WITHOUT_SHARED("models/onnx")
 
 // max|x - y| / max|y|.
 double RelError(const Literal& x, const Literal& y) {

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "../shared_data.h"
 #include "ir/computation.h"
 #include "verify/conformance_propagation.h"
 #include "propagation/propagation.h"
@@ -289,8 +290,7 @@ ENTRY e {
 TEST(ConformanceTest, XlaPropagationCorpusDoesNotRegress) {
   const std::string dir =
       std::string(MESHSPLIT_SHARED_DIR) + "/conformance/xla/propagation";
-  if (!std::filesystem::is_directory(dir))
-    GTEST_SKIP() << dir << " is absent (../shared not checked out)";
+  MESHSPLIT_SKIP_WITHOUT_SHARED("conformance/xla/propagation");
   auto summary = RunPropagationConformance(dir);
   ASSERT_TRUE(summary.ok()) << summary.status().ToString();
   for (const auto& c : summary->cases)
