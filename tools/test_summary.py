@@ -19,6 +19,10 @@ def reason(output):
     for line in lines:
         if line.lower().startswith("skipped:"):
             return line
+    # GoogleTest prints "file:line: Skipped" and then the GTEST_SKIP message.
+    for i, line in enumerate(lines[:-1]):
+        if line.endswith(": Skipped") and not lines[i + 1].startswith("["):
+            return "skipped: " + lines[i + 1]
     return lines[-1] if lines else "(no output)"
 
 
@@ -45,7 +49,9 @@ def main(path):
         else:
             counts["passed"] += 1
         if name == "lit":
-            lit_unsupported = re.findall(r"^UNSUPPORTED: \S+ :: (\S+)", out, re.M)
+            # lit 14 lists them under "Unsupported Tests (N):" as "  suite :: path".
+            block = re.search(r"^Unsupported Tests \(\d+\):\n((?:  \S+ :: \S+\n)+)", out, re.M)
+            lit_unsupported = re.findall(r":: (\S+)", block.group(1)) if block else []
             lit_notes = re.findall(r"note: (skipped: .*)", out)
     print()
     print(f"ctest: {counts['passed']} passed, {counts['failed']} failed, "
