@@ -4,7 +4,6 @@
 #include "cli/command.h"
 #include "import/load.h"
 #include "cli/verify_diagnostics.h"
-#include "ir/verifier.h"
 #include "text/parser.h"
 #include "text/printer.h"
 
@@ -30,7 +29,6 @@ const bool kRegistered = RegisterCommand(
         if (*verify_diagnostics) return RunVerifyDiagnostics(*file);
         StatusOr<std::unique_ptr<Module>> module = LoadModule(*file);
         if (!module.ok()) return ReportError(module.status());
-        if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
         PrintOptions options;
         options.print_metadata = !*no_metadata;
         options.print_operand_shapes = *operand_shapes;

@@ -5,7 +5,6 @@
 
 #include "cli/command.h"
 #include "import/load.h"
-#include "ir/verifier.h"
 #include "text/printer.h"
 
 namespace meshsplit::cli {
@@ -25,7 +24,6 @@ const bool registered = RegisterCommand(
       return [opts]() -> int {
         auto module = LoadModule(opts->file);
         if (!module.ok()) return ReportError(module.status());
-        if (Status s = VerifyModule(**module); !s.ok()) return ReportError(s);
         return WriteOutput(opts->output, PrintModule(**module));
       };
     });

@@ -1,6 +1,7 @@
 // Dispatches module loading on the file extension (see load.h).
 #include "import/load.h"
 
+#include "ir/verifier.h"
 #include "text/parser.h"
 #ifdef MESHSPLIT_HAVE_ONNX
 #include "import/onnx_importer.h"
@@ -80,9 +81,7 @@ bool LooksLikeMlir(const std::string& path, const std::string& text) {
          text.compare(start, 3, "ML\xefR") == 0;
 }
 
-}  // namespace
-
-StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
+StatusOr<std::unique_ptr<Module>> ReadModule(const std::string& path) {
   MS_ASSIGN_OR_RETURN(std::shared_ptr<const SourceFile> file, ReadSourceFile(path));
   if (EndsWith(path, ".onnx") || LooksLikeOnnx(file->text)) {
 #ifdef MESHSPLIT_HAVE_ONNX
@@ -102,6 +101,17 @@ StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
                "DIR/*.before_optimizations.txt, or print "
                "jax.jit(f).lower(...).as_text(dialect=\"hlo\")");
   return ParseModule(std::move(file));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ReadModule(path));
+  // Propagation and the partitioner assume a well-typed module (operand
+  // ranks, dimension numbers, sharding ranks); checking here is what keeps
+  // malformed input from reaching them.
+  MS_RETURN_IF_ERROR(VerifyModule(*module));
+  return module;
 }
 
 }  // namespace meshsplit

@@ -12,7 +12,9 @@
 namespace meshsplit {
 
 // Loads `path`: `*.onnx` goes through ImportOnnxFile, anything else is parsed
-// as HLO text. Errors name the file.
+// as HLO text; then runs the IR verifier (ir/verifier.h), so no command works
+// on a module whose shapes, attributes or shardings are inconsistent. Errors
+// name the file (and the line, when there is one).
 StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
 
 // True when this build has the ONNX importer (libonnx + protobuf found).
