@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <set>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -29,113 +28,10 @@ struct ReportCliOptions {
   ShardFlags shard;
 };
 
-// The annotated instruction the sharding of `name` was derived from,
-// following the first source of each recorded propagation step.
-std::string RootAnnotation(const Module& module, const PropagationReport& report,
-                           const std::string& name) {
-  std::set<std::string> seen;
-  std::string cur = name;
-  while (!cur.empty() && seen.insert(cur).second && seen.size() < 256) {
-    auto it = report.history.find(cur);
-    if (it == report.history.end() || it->second.empty()) {
-      // Kept from the input: annotated by the user when it has a sharding.
-      for (const auto& c : module.computations())
-        if (const Instruction* i = c->Find(cur))
-          return i->has_sharding() ? cur : "";
-      return "";
-    }
-    const ShardingProvenance& last = it->second.back();
-    if (last.how.rfind("annotation", 0) == 0) return cur;
-    if (last.sources.empty()) return "";
-    cur = last.sources.front();
-  }
-  return "";
-}
-
-// True for `meshsplit partition` output: some collective carries the cause
-// the partitioner records (collective_cause.h).
-bool IsPartitionerOutput(const Module& module) {
-  for (const auto& c : module.computations())
-    for (const auto& i : c->instructions()) {
-      const Opcode op = i->opcode();
-      if (op != Opcode::kAllReduce && op != Opcode::kAllGather && op != Opcode::kAllToAll &&
-          op != Opcode::kReduceScatter && op != Opcode::kCollectivePermute)
-        continue;
-      for (const auto& [k, v] : FrontendAttributes(*i))
-        if (k == "ms_instr") return true;
-    }
-  return false;
-}
-
 std::string Num(double v) {
   char buf[40];
   std::snprintf(buf, sizeof(buf), "%.6g", v);
   return buf;
-}
-
-nlohmann::ordered_json CostSummaryJson(const ModuleCost& c) {
-  nlohmann::ordered_json j;
-  j["flops"] = c.flops;
-  j["peak_memory_bytes"] = c.peak_memory_bytes;
-  j["parameter_bytes"] = c.parameter_bytes;
-  j["output_bytes"] = c.output_bytes;
-  j["bytes_read"] = c.bytes_read;
-  j["bytes_written"] = c.bytes_written;
-  return j;
-}
-
-nlohmann::ordered_json ReportJson(const ReportData& d) {
-  nlohmann::ordered_json j;
-  j["file"] = d.file;
-  j["num_partitions"] = d.num_partitions;
-  j["mesh"] = d.mesh.ToString();
-  j["input_partitioned"] = d.input_partitioned;
-  j["per_device"] = CostSummaryJson(d.per_device);
-  j["unpartitioned"] = d.input_partitioned ? nlohmann::ordered_json(nullptr)
-                                           : CostSummaryJson(d.unpartitioned);
-  nlohmann::ordered_json cols = nlohmann::ordered_json::array();
-  for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
-    const CollectiveCost& c = d.per_device.collectives[k];
-    const CollectiveCause& cause = d.causes[k];
-    nlohmann::ordered_json e;
-    e["kind"] = c.kind;
-    e["instruction"] = c.instruction;
-    e["computation"] = c.computation;
-    e["operand_bytes"] = c.operand_bytes;
-    e["result_bytes"] = c.result_bytes;
-    e["wire_bytes"] = c.wire_bytes;
-    e["group_size"] = c.group_size;
-    e["count"] = c.count;
-    e["mesh_axes"] = c.mesh_axes;
-    e["cause"] = cause.ToString();
-    e["cause_detail"] = {{"recorded", cause.recorded},
-                         {"instruction", cause.instruction},
-                         {"op", cause.op},
-                         {"source", cause.source},
-                         {"source_op", cause.source_op},
-                         {"consumer", cause.consumer},
-                         {"rule", cause.rule},
-                         {"from_sharding", cause.from_sharding},
-                         {"to_sharding", cause.to_sharding},
-                         {"annotation", cause.annotation}};
-    cols.push_back(std::move(e));
-  }
-  j["collectives"] = std::move(cols);
-  nlohmann::ordered_json by_kind = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : d.per_device.wire_bytes_by_kind) by_kind[k] = v;
-  j["wire_bytes_by_kind"] = std::move(by_kind);
-  nlohmann::ordered_json by_axis = nlohmann::ordered_json::object();
-  for (const auto& [k, v] : d.per_device.wire_bytes_by_axis) by_axis[k] = v;
-  j["wire_bytes_by_axis"] = std::move(by_axis);
-  nlohmann::ordered_json holders = nlohmann::ordered_json::array();
-  for (size_t k = 0; k < d.per_device.live_at_peak.size() && k < 10; ++k) {
-    const MemoryHolder& h = d.per_device.live_at_peak[k];
-    holders.push_back({{"name", h.name}, {"shape", h.shape}, {"bytes", h.bytes},
-                       {"parameter", h.is_parameter}});
-  }
-  j["largest_memory_holders"] = std::move(holders);
-  j["notes"] = d.per_device.notes;
-  return j;
 }
 
 void PrintText(const ReportData& d, std::ostream& os) {
@@ -196,80 +92,30 @@ void PrintText(const ReportData& d, std::ostream& os) {
 }
 
 int RunReport(const ReportCliOptions& opts) {
-  ReportData d;
-  d.file = opts.file;
   // Costs read declared shapes: refuse a module whose shapes are wrong.
   CompileOptions load = CompileOptionsFor(opts.shard);
   load.until = CompileStage::kPrepared;
   load.verify_input = true;
-  if (auto loaded = CompileFile(opts.file, load, &d.original); !loaded.ok())
+  std::unique_ptr<Module> module;
+  if (auto loaded = CompileFile(opts.file, load, &module); !loaded.ok())
     return ReportError(loaded.status());
-  Module& module = *d.original;
-  d.input_partitioned = opts.partitioned || IsPartitionerOutput(module);
-  if (d.input_partitioned && opts.num_partitions > 0 &&
-      opts.num_partitions != module.num_partitions())
-    return ReportError(Status::Error(
-        "--num-partitions " + std::to_string(opts.num_partitions) +
-        " differs from the partitioned input's num_partitions=" +
-        std::to_string(module.num_partitions())));
-  if (opts.num_partitions > 0) module.set_num_partitions(opts.num_partitions);
-  d.num_partitions = module.num_partitions();
-  // The mesh: --mesh, else the spec's, else the module header's, else one axis.
-  std::string mesh_text = opts.shard.mesh;
-  if (mesh_text.empty() && !opts.shard.spec.empty()) {
+  // The mesh given: --mesh, else the spec's.
+  ReportOptions ropts;
+  ropts.file = opts.file;
+  ropts.num_partitions = opts.num_partitions;
+  ropts.propagate = !opts.no_propagate;
+  ropts.partitioned = opts.partitioned;
+  ropts.partition = CompileOptionsFor(opts.shard).partition;
+  ropts.mesh = opts.shard.mesh;
+  if (ropts.mesh.empty() && !opts.shard.spec.empty()) {
     std::ifstream in(opts.shard.spec);
     std::stringstream ss;
     ss << in.rdbuf();
     auto spec = ParseShardSpec(ss.str(), opts.shard.spec);
-    if (spec.ok() && spec->has_mesh) mesh_text = spec->mesh.ToString();
+    if (spec.ok() && spec->has_mesh) ropts.mesh = spec->mesh.ToString();
   }
-  // Then the module's own `mesh={...}` header (named shardings).
-  if (mesh_text.empty())
-    for (const auto& [key, value] : module.header_attrs())
-      if (key == "mesh") mesh_text = value;
-  if (!mesh_text.empty()) {
-    auto mesh = Mesh::Parse(mesh_text);
-    if (!mesh.ok()) return ReportError(Status::Error("--mesh: " + mesh.status().message()));
-    d.mesh = *mesh;
-    d.has_named_mesh = true;
-  }
-  if (!d.has_named_mesh || d.mesh.num_devices() != d.num_partitions) {
-    auto mesh = Mesh::Parse("all=" + std::to_string(d.num_partitions));
-    if (mesh.ok()) d.mesh = *mesh;
-    d.has_named_mesh = false;
-  }
-  PropagationReport preport;
-  if (d.input_partitioned) {
-    // Already partitioned: cost it as is; the recorded causes name the
-    // instructions of the program it came from, which is not at hand.
-    d.partitioned = std::move(d.original);
-  } else {
-    CompileOptions rest;
-    rest.propagate = !opts.no_propagate;
-    rest.partition = CompileOptionsFor(opts.shard).partition;
-    rest.partition.num_partitions = opts.num_partitions;
-    auto compiled = Compile(module, rest);
-    if (!compiled.ok()) return ReportError(compiled.status());
-    preport = std::move(compiled->propagation);
-    d.partitioned = std::move(compiled->partitioned);
-  }
-
-  CostOptions copts;
-  copts.mesh = &d.mesh;
-  d.per_device = ComputeModuleCost(*d.partitioned, copts);
-  d.per_device.num_partitions = d.num_partitions;
-  if (!d.input_partitioned) {
-    d.unpartitioned = ComputeModuleCost(*d.original, CostOptions{});
-    d.unpartitioned.num_partitions = 1;
-  }
-  const Module* orig = d.original ? d.original.get() : d.partitioned.get();
-  const PropagationReport* rep = &preport;
-  const bool annotations = !d.input_partitioned;
-  CollectiveCauseFinder finder(*orig, [orig, rep, annotations](const std::string& name) {
-    return annotations ? RootAnnotation(*orig, *rep, name) : std::string();
-  });
-  for (const CollectiveCost& c : d.per_device.collectives)
-    d.causes.push_back(finder.Find(*c.instr));
+  ReportData d;
+  if (Status st = BuildReport(std::move(module), ropts, &d); !st.ok()) return ReportError(st);
 
   if (!opts.html.empty()) {
     std::ofstream out(opts.html);

@@ -1,0 +1,58 @@
+// The data behind `meshsplit report` and its JSON document (docs/report.md):
+// the module propagated and partitioned, costed per device and
+// unpartitioned, each collective with its cause. The command renders it as
+// text, JSON or HTML (cli/); the public API returns the JSON.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost/collective_cause.h"
+#include "cost/cost_model.h"
+#include "ir/module.h"
+#include "partitioner/partitioner.h"
+#include "sharding/mesh.h"
+#include "support/status.h"
+
+namespace meshsplit {
+
+struct ReportData {
+  std::string file;
+  int64_t num_partitions = 1;
+  Mesh mesh;              // the mesh given (or a 1-D "devices" mesh)
+  bool has_named_mesh = false;
+  std::unique_ptr<Module> original;     // after propagation; null when the
+                                        // input was partitioned already
+  std::unique_ptr<Module> partitioned;
+  // The input is a partitioned program (meshsplit partition output): it is
+  // costed as is and the unpartitioned costs are unknown.
+  bool input_partitioned = false;
+  ModuleCost per_device;
+  ModuleCost unpartitioned;
+  std::vector<CollectiveCause> causes;  // parallel to per_device.collectives
+};
+
+struct ReportOptions {
+  std::string file;            // the input's name, as given
+  int64_t num_partitions = 0;  // 0: the module's
+  bool propagate = true;
+  // The input is a partitioned program (also detected from the causes the
+  // partitioner records).
+  bool partitioned = false;
+  // The mesh ("data=2,model=4"): --mesh or the spec's; empty: the module
+  // header's `mesh=`, else one axis `all` over the partitions.
+  std::string mesh;
+  PartitionOptions partition;  // the partitioner's other options
+};
+
+// Propagates, partitions and costs `module` (loaded and through the
+// pipeline's front passes, compiler/compile.h) into `out`.
+Status BuildReport(std::unique_ptr<Module> module, const ReportOptions& options, ReportData* out);
+
+// The `report --json` document.
+nlohmann::ordered_json ReportJson(const ReportData& d);
+
+}  // namespace meshsplit
