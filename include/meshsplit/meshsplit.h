@@ -10,10 +10,16 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
+
+namespace meshsplit {
+class Module;  // the compiler's IR (ir/module.h); opaque here
+}  // namespace meshsplit
 
 namespace meshsplit::api {
 
@@ -29,6 +35,9 @@ class ConversionError : public Error {
  public:
   using Error::Error;
 };
+
+// The library's version, "MAJOR.MINOR.PATCH" (`meshsplit --version`).
+std::string Version();
 
 // A named N-d array of devices, axes major to minor ("data=2,model=4").
 class Mesh {
@@ -126,5 +135,109 @@ NamedSharding FromPlacements(const Mesh& mesh, const std::vector<Placement>& pla
 // of `shape` (in the manner of jax.debug.visualize_array_sharding). Throws
 // Error for other ranks.
 std::string VisualizeSharding(const std::vector<int64_t>& shape, const NamedSharding& sharding);
+
+// --- modules, specs and the pipeline -------------------------------------------
+
+// An element type by its HLO name ("f32", "bf16", "s64", "pred", ...), the
+// dims and the row-major bytes of a host tensor with its full (global) shape.
+// bf16 values are raw 16-bit words.
+struct HostArray {
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> data;
+};
+
+// A named value of the entry computation: parameter or output.
+struct TensorInfo {
+  std::string name;
+  std::vector<int64_t> shape;  // empty for a scalar
+  std::string dtype;           // HLO name; "tuple" for a tuple parameter
+};
+
+// A loaded program. Immutable: every operation below works on its own copy.
+class Module {
+ public:
+  // Entry parameters in parameter order (for ONNX: the graph inputs).
+  const std::vector<TensorInfo>& parameters() const { return parameters_; }
+  // The arrays the entry returns (tuple elements flattened), named by the
+  // ONNX graph outputs when the module has them, else out<i>.
+  const std::vector<TensorInfo>& outputs() const { return outputs_; }
+  // The module header's num_partitions.
+  int64_t num_partitions() const;
+  // Canonical HLO text (`meshsplit fmt`).
+  std::string ToString() const;
+  // The file it came from, or the name given to Parse.
+  const std::string& source_name() const { return source_name_; }
+
+ private:
+  friend struct ModuleAccess;  // src/api
+  std::shared_ptr<const meshsplit::Module> module_;
+  std::string source_name_;
+  std::vector<TensorInfo> parameters_;
+  std::vector<TensorInfo> outputs_;
+};
+
+// HLO text, or ONNX by the `.onnx` extension; the CLI's load path.
+Module Load(const std::string& path);
+// HLO text; `name` stands for the file in diagnostics.
+Module Parse(const std::string& text, const std::string& name = "<string>");
+
+// A --shard spec (docs/shard_spec.md): a mesh and rules by tensor-name glob,
+// the first matching rule wins.
+struct ShardRule {
+  std::string match;        // glob: * any run, ? one character
+  bool replicated = false;  // true: force replication (dims unused)
+  PartitionSpec dims;
+};
+struct ShardSpec {
+  Mesh mesh;
+  std::vector<ShardRule> rules;
+  std::vector<std::string> existing_axes;  // see docs/shard_spec.md
+  // The spec-file JSON; `name` is used in messages. Throws Error.
+  static ShardSpec FromJson(const std::string& text, const std::string& name = "<spec>");
+  static ShardSpec Load(const std::string& path);
+  std::string ToJson() const;
+};
+
+// How the pipeline runs (the CLI's --num-partitions, --no-propagate, --strict).
+struct Options {
+  int64_t num_partitions = 0;  // 0: the spec's mesh size, else the module's
+  bool propagate = true;       // complete the shardings before partitioning
+  bool strict = false;         // partitioner fallbacks are errors
+};
+
+struct PartitionResult {
+  std::string text;  // the SPMD program, as `meshsplit partition` prints it
+  int64_t num_partitions = 1;
+  std::map<std::string, int64_t> collectives;  // opcode -> instructions
+};
+// Applies `spec` (may be null when the module carries its own shardings),
+// propagates and partitions.
+PartitionResult Partition(const Module& module, const ShardSpec* spec, const Options& options = {});
+
+// Runs the program with full-shape inputs (one per parameter, in order): on
+// the N virtual devices of the partitioned program when there is more than
+// one partition, else on one device. Returns one array per output.
+std::vector<HostArray> Run(const Module& module, const std::vector<HostArray>& inputs,
+                           const ShardSpec* spec, const Options& options = {});
+
+struct VerifyReport {
+  bool ok = false;
+  std::string status;   // "ok", "mismatch", or the stage that failed
+  std::string message;  // the first mismatching element, or the error
+  int64_t num_partitions = 0;
+  double max_abs_error = 0;
+  double max_rel_error = 0;
+  std::string first_diverging;  // instruction name, "" when none was found
+  std::string divergence_detail;
+};
+// `meshsplit verify`: N devices against one on seeded random inputs. A
+// mismatch is a result, not an exception; bad input throws Error.
+VerifyReport Verify(const Module& module, const ShardSpec* spec, uint64_t seed = 0,
+                    const Options& options = {});
+
+// `meshsplit report --json`: per-device and unpartitioned costs, every
+// collective with its cause (docs/report.md), as that JSON text.
+std::string Report(const Module& module, const ShardSpec* spec, const Options& options = {});
 
 }  // namespace meshsplit::api

@@ -1,22 +1,27 @@
-"""meshsplit from Python: meshes, JAX-style PartitionSpec / NamedSharding and
-DTensor-style placements over the compiler's own sharding algebra.
+"""meshsplit from Python: load an HLO or ONNX program, shard it over a mesh
+with JAX-style PartitionSpecs (or DTensor-style placements), partition it
+into one SPMD program, run it on N virtual devices, verify it. docs/python.md.
 
 The C++ extension ``meshsplit._meshsplit`` binds the public C++ API
-(include/meshsplit/meshsplit.h); this file only gives its values Python
-spellings (``Mesh({"data": 2})``, ``P("data", None)``, ``Shard(0)``).
-Errors raise :class:`Error`, whose text is the CLI's diagnostic.
+(include/meshsplit/meshsplit.h), which runs the CLI's own pipeline; this file
+only gives its values Python spellings (``Mesh({"data": 2})``,
+``P("data", None)``, ``Shard(0)``, NumPy arrays). Errors raise
+:class:`Error`, whose text is the CLI's diagnostic.
 """
 
 from dataclasses import dataclass
 
 from . import _meshsplit as _ms
 
+__version__ = _ms.__version__
 Error = _ms.Error
 ConversionError = _ms.ConversionError
 
 __all__ = [
     "Error", "ConversionError", "Mesh", "PartitionSpec", "P", "NamedSharding",
     "Shard", "Replicate", "Partial", "from_placements", "visualize_sharding",
+    "Module", "load", "parse", "ShardSpec", "REPLICATED", "partition", "run", "verify", "report",
+    "PartitionResult", "VerifyReport",
 ]
 
 
@@ -196,3 +201,156 @@ def visualize_sharding(shape, sharding):
     """A text grid of the devices holding each tile of a rank-1 or rank-2
     tensor of ``shape`` (as jax.debug.visualize_array_sharding)."""
     return _ms._visualize_sharding([int(n) for n in shape], sharding._core)
+
+
+# --- modules, specs and the pipeline -------------------------------------------
+
+Module = _ms.Module
+PartitionResult = _ms.PartitionResult
+VerifyReport = _ms.VerifyReport
+
+
+def load(path):
+    """Loads HLO text, or ONNX by the ``.onnx`` extension (the CLI's load path)."""
+    return _ms.load(str(path))
+
+
+def parse(text, name="<string>"):
+    """Parses HLO text; ``name`` stands for the file in diagnostics."""
+    return _ms.parse(text, name)
+
+
+REPLICATED = "replicated"
+
+
+class ShardSpec:
+    """A --shard spec: a mesh and rules ``{glob: P(...) or "replicated"}``
+    applied to the entry parameters and constants by name; the first
+    matching glob wins (dict order)."""
+
+    def __init__(self, mesh, rules=None, existing_axes=()):
+        self.mesh = mesh
+        self.rules = dict(rules or {})
+        self.existing_axes = tuple(existing_axes)
+        core_rules = []
+        for match, dims in self.rules.items():
+            if isinstance(dims, str) and dims == REPLICATED:
+                core_rules.append((str(match), True, []))
+            else:
+                spec = dims if isinstance(dims, PartitionSpec) else PartitionSpec(*dims)
+                core_rules.append((str(match), False, spec._axes()))
+        self._core = _ms._ShardSpec(mesh, core_rules, [str(a) for a in self.existing_axes])
+
+    @staticmethod
+    def _wrap(core):
+        axes = core.mesh.axes
+        mesh = Mesh(dict(axes), devices=list(core.mesh.device_ids))
+        rules = {m: REPLICATED if rep else PartitionSpec._from_axes(d) for m, rep, d in core.rules}
+        return ShardSpec(mesh, rules, core.existing_axes)
+
+    @staticmethod
+    def from_json(text, name="<spec>"):
+        """From spec-file JSON (docs/shard_spec.md)."""
+        return ShardSpec._wrap(_ms._ShardSpec.from_json(text, name))
+
+    @staticmethod
+    def load(path):
+        """Reads a spec file."""
+        return ShardSpec._wrap(_ms._ShardSpec.load(str(path)))
+
+    def to_json(self):
+        """The spec-file JSON (what --shard reads)."""
+        return self._core.to_json()
+
+    def __repr__(self):
+        return f"ShardSpec({self.mesh!r}, {self.rules!r})"
+
+
+# NumPy dtype <-> HLO element type. bf16 travels as uint16 words (NumPy has
+# no bf16), as in the CLI's .npy files.
+_HLO_OF_NUMPY = {
+    "bool": "pred", "int8": "s8", "int16": "s16", "int32": "s32", "int64": "s64",
+    "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64",
+    "float16": "f16", "float32": "f32", "float64": "f64",
+    "complex64": "c64", "complex128": "c128",
+}
+_NUMPY_OF_HLO = {v: k for k, v in _HLO_OF_NUMPY.items()}
+_NUMPY_OF_HLO["bf16"] = "uint16"
+
+
+def _options(num_partitions, propagate, strict):
+    return _ms._Options(int(num_partitions), bool(propagate), bool(strict))
+
+
+def _core_spec(spec):
+    if spec is None:
+        return None
+    if not isinstance(spec, ShardSpec):
+        raise TypeError(f"spec must be a meshsplit.ShardSpec, not {type(spec).__name__}")
+    return spec._core
+
+
+def partition(module, spec=None, *, num_partitions=0, propagate=True, strict=False):
+    """Applies ``spec``, propagates and partitions: ``p.text`` is the SPMD
+    program (as ``meshsplit partition`` prints it), ``p.collectives`` counts
+    the collectives by opcode."""
+    return _ms._partition(module, _core_spec(spec), _options(num_partitions, propagate, strict))
+
+
+def _to_host(param, value):
+    import numpy as np
+    name, shape, dtype = param
+    a = np.asarray(value)
+    if not a.flags.c_contiguous:
+        a = np.ascontiguousarray(a)  # (which would make a scalar 1-d)
+    hlo = _HLO_OF_NUMPY.get(a.dtype.name)
+    if hlo is None:
+        raise Error(f"error: input '{name}': NumPy dtype {a.dtype} has no HLO element type")
+    if not a.dtype.isnative:
+        a = a.astype(a.dtype.newbyteorder("="))
+    return _ms._HostArray(hlo, list(a.shape), a.tobytes())
+
+
+def _to_numpy(h):
+    import numpy as np
+    return np.frombuffer(h.data, dtype=_NUMPY_OF_HLO[h.dtype]).reshape(h.shape).copy()
+
+
+def run(module, inputs=(), spec=None, *, num_partitions=0, propagate=True):
+    """Runs the program with full-shape NumPy inputs, by parameter name (a
+    dict) or in parameter order (a list); on the N virtual devices of the
+    partitioned program when ``spec`` (or ``num_partitions``) gives more than
+    one, else on one device. Returns the outputs as a list of NumPy arrays."""
+    params = module.parameters
+    if isinstance(inputs, dict):
+        known = {p[0] for p in params}
+        extra = sorted(set(inputs) - known)
+        if extra:
+            raise Error(f"error: input '{extra[0]}' names no entry parameter of {module.source_name}")
+        missing = [p[0] for p in params if p[0] not in inputs]
+        if missing:
+            raise Error(f"error: no input for parameter '{missing[0]}'")
+        values = [inputs[p[0]] for p in params]
+    else:
+        values = list(inputs)
+        if len(values) != len(params):
+            raise Error(f"error: {len(values)} inputs for {len(params)} entry parameters")
+    host = [_to_host(p, v) for p, v in zip(params, values)]
+    outs = _ms._run(module, host, _core_spec(spec), _options(num_partitions, propagate, False))
+    return [_to_numpy(h) for h in outs]
+
+
+def verify(module, spec=None, seed=0, *, num_partitions=0, propagate=True, strict=False):
+    """``meshsplit verify``: the partitioned program on N devices against the
+    original on one, seeded random inputs. ``r.ok``, ``r.max_abs_error``,
+    ``r.first_diverging`` (the first instruction whose value differs)."""
+    return _ms._verify(module, _core_spec(spec), int(seed),
+                       _options(num_partitions, propagate, strict))
+
+
+def report(module, spec=None, *, num_partitions=0, propagate=True):
+    """``meshsplit report --json`` as a dict: per-device and unpartitioned
+    FLOPs, bytes and peak memory, every collective with its cause
+    (docs/report.md)."""
+    import json
+    return json.loads(_ms._report(module, _core_spec(spec), _options(num_partitions, propagate, False)))

@@ -28,6 +28,7 @@ int ReportError(const Status& status) {
 int main(int argc, char** argv) {
   using namespace meshsplit::cli;
   CLI::App app{"meshsplit: shard an HLO program over a mesh of devices, run it, verify it"};
+  app.set_version_flag("--version", std::string("meshsplit ") + MESHSPLIT_VERSION);
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, std::function<int()>>> actions;
   auto registry = CommandRegistry();

@@ -1,9 +1,9 @@
 # CTests (LABELS mpi) for `run` / `verify --backend mpi`: outputs byte-identical
 # to --backend threads, and a failure on one rank ending every rank.
 # Included from src/verify/CMakeLists.txt when ms_collectives_mpi exists.
-set(_mpi_dir ${CMAKE_SOURCE_DIR}/tests/mpi)
+set(_mpi_dir ${PROJECT_SOURCE_DIR}/tests/mpi)
 set(_mpi_env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1)
-set(_mpi_work ${CMAKE_BINARY_DIR}/tests/mpi_work)
+set(_mpi_work ${PROJECT_BINARY_DIR}/tests/mpi_work)
 
 function(_spmd_mpi_diff name np module flags)
   add_test(NAME spmd_mpi_${name}_np${np}
@@ -17,15 +17,15 @@ _spmd_mpi_diff(two_way 2 ${_mpi_dir}/two_way.hlo "--num-partitions 2")
 _spmd_mpi_diff(partitioned_collectives 2 ${_mpi_dir}/partitioned_collectives.hlo "--partitioned"
                x=8,8)
 _spmd_mpi_diff(uneven 3 ${_mpi_dir}/uneven.hlo "--num-partitions 3")
-_spmd_mpi_diff(megatron_mlp 4 ${CMAKE_SOURCE_DIR}/examples/strategies/megatron_mlp.hlo
+_spmd_mpi_diff(megatron_mlp 4 ${PROJECT_SOURCE_DIR}/examples/strategies/megatron_mlp.hlo
                "--num-partitions 4")
-_spmd_mpi_diff(dp_mlp_train 4 ${CMAKE_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
+_spmd_mpi_diff(dp_mlp_train 4 ${PROJECT_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
                "--num-partitions 4")
 
 add_test(NAME spmd_mpi_verify_np4
          COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 4
                  $<TARGET_FILE:meshsplit> verify
-                 ${CMAKE_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
+                 ${PROJECT_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
 set_tests_properties(spmd_mpi_verify_np4 PROPERTIES
                      LABELS mpi TIMEOUT 120 ENVIRONMENT "${_mpi_env}"
                      PASS_REGULAR_EXPRESSION "OK: 4 partitions"
@@ -42,7 +42,7 @@ set_tests_properties(spmd_mpi_verify_np2 PROPERTIES
 add_test(NAME spmd_mpi_world_size_mismatch
          COMMAND ${MPIEXEC_EXECUTABLE} --oversubscribe --allow-run-as-root -np 2
                  $<TARGET_FILE:meshsplit> verify
-                 ${CMAKE_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
+                 ${PROJECT_SOURCE_DIR}/examples/strategies/attention_heads.hlo --backend mpi)
 set_tests_properties(spmd_mpi_world_size_mismatch PROPERTIES
                      LABELS mpi TIMEOUT 60 ENVIRONMENT "${_mpi_env}"
                      PASS_REGULAR_EXPRESSION "needs one rank per partition.*started 2 ranks")
@@ -73,7 +73,7 @@ foreach(case module partitions seed missing)
 endforeach()
 
 # The same byte-identity without the per-collective agreement.
-_spmd_mpi_diff(dp_mlp_train_unchecked 4 ${CMAKE_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
+_spmd_mpi_diff(dp_mlp_train_unchecked 4 ${PROJECT_SOURCE_DIR}/examples/strategies/dp_mlp_train.hlo
                "--num-partitions 4")
 set_property(TEST spmd_mpi_dp_mlp_train_unchecked_np4 APPEND PROPERTY ENVIRONMENT
              MESHSPLIT_MPI_CHECK=0)
@@ -92,7 +92,7 @@ endforeach()
 # A real model: the MaxText training step shrunk by the ctest maxtext_verify
 # (tests/models/maxtext_verify.sh, which writes the f64 copy), 8 ranks, all 39
 # outputs byte-identical to the threads backend.
-_spmd_mpi_diff(maxtext_dp8 8 ${CMAKE_BINARY_DIR}/tests/maxtext_verify/dp8_f64.hlo
+_spmd_mpi_diff(maxtext_dp8 8 ${PROJECT_BINARY_DIR}/tests/maxtext_verify/dp8_f64.hlo
                "--num-partitions 8")
 set_tests_properties(spmd_mpi_maxtext_dp8_np8 PROPERTIES
                      FIXTURES_REQUIRED maxtext_shrunk TIMEOUT 300)
