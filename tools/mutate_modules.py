@@ -12,7 +12,12 @@ or refuse it with an `error:` line; anything else is a crash:
   signal      killed by a signal (segmentation fault, abort, ...)
   internal    an `internal error` / `check failed` message (a broken invariant)
   timeout     still running after --timeout seconds
-  no-error    a non-zero exit without any `error:` line on stderr
+  no-error    a non-zero exit without any `error:` line on stderr (and, for
+              verify, without a MISMATCH verdict)
+
+A verify MISMATCH is counted apart ("mismatch": a wrong partitioning, not a
+crash). Commands that partition get `--num-partitions N` when the module
+says `// num_partitions=N` (as the XLA partitioning corpus does).
 
 Modules on which a command already fails this way unmutated are left out of
 that command's count (listed as "baseline"). The table gives, per command,
@@ -171,35 +176,43 @@ def make_mutant(text, rng):
     return text
 
 
-def classify(rc, err, timed_out):
-    if timed_out:
-        return "timeout"
-    if rc < 0 or rc >= 128:
-        return "signal"
+def classify(rc, out, err):
     low = err.lower()
     if "internal error" in low or "check failed" in low or "terminate called" in low:
         return "internal"
+    if rc < 0 or rc >= 128:
+        return "signal"
     if rc == 0:
         return "accepted"
     if "error:" in err:
         return "refused"
+    if out.startswith("MISMATCH"):
+        return "mismatch"
     return "no-error"
 
 
-def run(meshsplit, command, path, timeout):
+PARTITIONS = re.compile(r"^// num_partitions=(\d+)", re.M)
+TAKES_PARTITIONS = {"partition", "verify", "report", "autoshard"}
+
+
+def run(meshsplit, command, path, timeout, text):
     args = [meshsplit, command, path] + COMMAND_ARGS.get(command, [])
+    m = PARTITIONS.search(text)
+    if m and command in TAKES_PARTITIONS:
+        args += ["--num-partitions", m.group(1)]
     # A session of its own, so a timeout ends the whole process group
     # (verify may fork workers).
-    p = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          start_new_session=True)
     try:
-        _, err = p.communicate(timeout=timeout)
+        out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(p.pid, signal.SIGKILL)
         p.communicate()
         return "timeout", args, ""
     err = err.decode(errors="replace")
-    return classify(p.returncode, err, False), args, err
+    out = out[:4096].decode(errors="replace")
+    return classify(p.returncode, out, err), args, err
 
 
 def gather_inputs(paths, max_bytes):
@@ -254,7 +267,7 @@ def main():
     table = {}
     tmp = tempfile.mkdtemp(prefix="mutate-")
     for command in commands:
-        counts = {k: 0 for k in ["run", "accepted", "refused"] + CRASHES}
+        counts = {k: 0 for k in ["run", "accepted", "refused", "mismatch"] + CRASHES}
         baseline_bad = set()
         jobs = []
         # Mutant k picks its module and edits from (seed, command-free k), so
@@ -265,13 +278,13 @@ def main():
             jobs.append((k, src, make_mutant(texts[src], rng)))
 
         def baseline(src):
-            kind, _, _ = run(a.meshsplit, command, src, a.timeout)
+            kind, _, _ = run(a.meshsplit, command, src, a.timeout, texts[src])
             return kind
 
         needed = sorted(set(src for _, src, _ in jobs))
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
             for src, kind in zip(needed, pool.map(baseline, needed)):
-                if kind in CRASHES:
+                if kind in CRASHES or kind == "mismatch":
                     baseline_bad.add(src)
 
         def one(job):
@@ -279,7 +292,7 @@ def main():
             path = os.path.join(tmp, f"{command}.{k}.hlo")
             with open(path, "w") as f:
                 f.write(text)
-            kind, args, err = run(a.meshsplit, command, path, a.timeout)
+            kind, args, err = run(a.meshsplit, command, path, a.timeout, text)
             return k, src, path, kind, args, err
 
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
@@ -305,7 +318,7 @@ def main():
         if baseline_bad and a.verbose:
             for b in sorted(baseline_bad):
                 print(f"baseline  {command} {b}", file=sys.stderr)
-    cols = ["run", "accepted", "refused"] + CRASHES + ["baseline"]
+    cols = ["run", "accepted", "refused", "mismatch"] + CRASHES + ["baseline"]
     print(f"seed {a.seed}, {a.count} mutants per command, {len(files)} input modules, "
           f"timeout {a.timeout:g} s")
     print(f"{'command':10}" + "".join(f"{c:>10}" for c in cols) + f"{'crashes':>10}")

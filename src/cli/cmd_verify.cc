@@ -254,8 +254,11 @@ int RunVerify(const VerifyFlags& flags) {
     std::fflush(stdout);
     return 1;
   }
-  // An error in one of the stages. Messages already carry "error:".
-  std::fprintf(stderr, "%s (verify stage: %s)\n", r.message.c_str(), r.status.c_str());
+  // An error in one of the stages. The stages' errors carry "error:"
+  // already; the refusals (too-large, out of memory) get it here.
+  const char* prefix = r.message.find("error:") == std::string::npos ? "error: " : "";
+  std::fprintf(stderr, "%s%s (verify stage: %s)\n", prefix, r.message.c_str(),
+               r.status.c_str());
   return 1;
 }
 

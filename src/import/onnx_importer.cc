@@ -99,9 +99,15 @@ void RemoveDead(Computation* comp) {
 StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
                                                   const std::string& name,
                                                   const OnnxImportOptions& opts) {
+  // An empty string is a valid (empty) protobuf message, and so is much
+  // other input; a model must at least carry a graph.
+  if (bytes.empty())
+    return Status::Error(name + ".onnx: the file is empty (0 bytes), not an ONNX model");
   onnx::ModelProto model;
   if (!model.ParseFromString(bytes))
     return Status::Error(name + ".onnx: not a valid ONNX model (protobuf parse failed)");
+  if (!model.has_graph())
+    return Status::Error(name + ".onnx: not an ONNX model (the protobuf has no graph)");
   for (const auto& opset : model.opset_import())
     if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
         (opset.version() < 7 || opset.version() > 17))
