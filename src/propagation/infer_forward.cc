@@ -312,9 +312,14 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
   const Opcode opc = instr->opcode();
   const OpShardingRule& rule = Rule(instr);
   const bool custom_tuple = opc == Opcode::kCustomCall && instr->shape().IsTuple();
+  // As XLA does: an async op wrapping work of a thread this run leaves alone
+  // takes the manual sharding whole (tuple-shaped for the start), since
+  // nothing inside it will be propagated.
+  const bool async_elsewhere = IsAsyncOnExcludedThread(instr);
   if ((!Has(instr) || Get(instr).IsTileMaximal()) &&
       (instr->shape().IsArray() || opc == Opcode::kReduce ||
-       opc == Opcode::kSort || opc == Opcode::kReduceWindow || custom_tuple)) {
+       opc == Opcode::kSort || opc == Opcode::kReduceWindow || custom_tuple ||
+       async_elsewhere)) {
     for (const Instruction* op : instr->operands()) {
       if (!Has(op) || !Get(op).IsManual()) continue;
       if (IsCustomCallTarget(instr, "SPMDShardToFullShape")) return false;

@@ -258,6 +258,25 @@ bool Propagator::MaybeImproveSub(const Instruction* i, Sharding s, int64_t index
 
 // --- driver --------------------------------------------------------------------
 
+bool Propagator::ThreadIncluded(const std::string& thread) const {
+  const auto& threads = options_.execution_threads;
+  const std::string& name = thread.empty() ? std::string("main") : thread;
+  return threads.empty() || std::find(threads.begin(), threads.end(), name) != threads.end();
+}
+
+bool Propagator::IsAsyncOnExcludedThread(const Instruction* i) const {
+  const Opcode opc = i->opcode();
+  if (opc != Opcode::kAsyncStart && opc != Opcode::kAsyncUpdate && opc != Opcode::kAsyncDone)
+    return false;
+  // -update and -done reach their start through operand 0.
+  const Instruction* start = i;
+  while (start->opcode() != Opcode::kAsyncStart && start->operand_count() > 0)
+    start = start->operand(0);
+  if (start->opcode() != Opcode::kAsyncStart || start->called_computations().empty())
+    return false;
+  return !ThreadIncluded(start->called_computations()[0]->execution_thread());
+}
+
 Status Propagator::Init() {
   size_t total = 0;
   for (const auto& c : module_.computations()) total += c->instructions().size();
@@ -273,12 +292,7 @@ Status Propagator::Init() {
   for (const auto& c : module_.computations()) {
     // Only computations of the requested execution threads are propagated
     // ("main" is the thread of computations that name none).
-    const std::string& thread =
-        c->execution_thread().empty() ? std::string("main") : c->execution_thread();
-    const auto& threads = options_.execution_threads;
-    if ((threads.empty() ||
-         std::find(threads.begin(), threads.end(), thread) != threads.end()) &&
-        !fused.count(c.get()))
+    if (ThreadIncluded(c->execution_thread()) && !fused.count(c.get()))
       computations_.push_back(c.get());
     for (const auto& instr : c->instructions()) {
       id_.Put(instr.get(), (int)instrs_.size());

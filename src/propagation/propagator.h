@@ -135,6 +135,12 @@ class Propagator {
   }
   bool IsCustomCallTarget(const Instruction* i, const char* target) const;
   bool HasSideEffect(const Instruction* i) const;
+  // True when the options propagate over `thread` ("" is "main"; an empty
+  // execution_threads list means every thread).
+  bool ThreadIncluded(const std::string& thread) const;
+  // An async-start / -update / -done whose wrapped computation runs on a
+  // thread this run does not propagate over.
+  bool IsAsyncOnExcludedThread(const Instruction* i) const;
   int64_t NonRootUsers(const Instruction* i) const;
   const Instruction* PickRepresentativeOperand(const Instruction* i);
 

@@ -315,5 +315,53 @@ TEST(ConformanceTest, AuditCasesPass) {
   EXPECT_GT(summary->passed, 0);
 }
 
+// Async ops whose wrapped computation runs on a thread the pass does not
+// propagate over (execution_threads={main}) take a {manual} operand's
+// sharding whole, as XLA does: tuple-shaped on the start and the update,
+// plain on the done. The wrapped computation itself is left alone.
+constexpr char kAsyncOnOtherThread[] = R"(HloModule m, num_partitions=2
+wrapped {
+  a = f32[8,4] parameter(0)
+  ROOT n = f32[8,4] negate(a)
+}, execution_thread="parallel_thread"
+
+ENTRY e {
+  p = f32[8,4] parameter(0), sharding={manual}
+  start = ((f32[8,4]), f32[8,4], s32[]) async-start(p), calls=wrapped, async_execution_thread="parallel_thread"
+  UPDATE
+  done = f32[8,4] async-done(LAST), calls=wrapped
+  ROOT r = f32[8,4] copy(done)
+})";
+
+std::string AsyncCase(bool with_update) {
+  std::string text = kAsyncOnOtherThread;
+  auto put = [&](const std::string& key, const std::string& value) {
+    text.replace(text.find(key), key.size(), value);
+  };
+  put("UPDATE", with_update ? "update = ((f32[8,4]), f32[8,4], s32[]) async-update(start), calls=wrapped" : "");
+  put("LAST", with_update ? "update" : "start");
+  return text;
+}
+
+TEST_F(PropagationTest, AsyncStartAndDoneOnAnotherThreadTakeManual) {
+  PropagationOptions o;
+  o.execution_threads = {"main"};
+  ASSERT_TRUE(Run(AsyncCase(/*with_update=*/false), o).ok());
+  EXPECT_EQ(S("start"), "{{manual}, {manual}, {manual}}");
+  EXPECT_EQ(S("done"), "{manual}");
+  EXPECT_EQ(S("a"), "<none>");
+  EXPECT_EQ(S("n"), "<none>");
+}
+
+TEST_F(PropagationTest, AsyncUpdateOnAnotherThreadTakesManual) {
+  PropagationOptions o;
+  o.execution_threads = {"main"};
+  ASSERT_TRUE(Run(AsyncCase(/*with_update=*/true), o).ok());
+  EXPECT_EQ(S("start"), "{{manual}, {manual}, {manual}}");
+  EXPECT_EQ(S("update"), "{{manual}, {manual}, {manual}}");
+  EXPECT_EQ(S("done"), "{manual}");
+  EXPECT_EQ(S("n"), "<none>");
+}
+
 }  // namespace
 }  // namespace meshsplit
