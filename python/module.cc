@@ -161,6 +161,16 @@ PYBIND11_MODULE(_meshsplit, m) {
   m.def("_report", [](const api::Module& mod, const api::ShardSpec* spec, const api::Options& o) {
         return api::Report(mod, spec, o);
       }, call_guard<py::gil_scoped_release>());
+  py::class_<api::Plan>(m, "_Plan")
+      .def_readonly("spec", &api::Plan::spec)
+      .def_readonly("cost", &api::Plan::cost)
+      .def_readonly("evaluations", &api::Plan::evaluations);
+  m.def("_autoshard", [](const api::Module& mod, const api::Mesh& mesh, int64_t budget,
+                         double time_limit, uint64_t seed, int64_t memory_limit,
+                         std::vector<std::string> existing) {
+        return api::Autoshard(mod, mesh,
+                              api::AutoshardOptions{budget, time_limit, seed, memory_limit, existing});
+      }, call_guard<py::gil_scoped_release>());
   m.def("_verify", [](const api::Module& mod, const api::ShardSpec* spec, uint64_t seed,
                       const api::Options& o) { return api::Verify(mod, spec, seed, o); },
         call_guard<py::gil_scoped_release>());

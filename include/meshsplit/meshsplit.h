@@ -240,4 +240,20 @@ VerifyReport Verify(const Module& module, const ShardSpec* spec, uint64_t seed =
 // collective with its cause (docs/report.md), as that JSON text.
 std::string Report(const Module& module, const ShardSpec* spec, const Options& options = {});
 
+struct AutoshardOptions {
+  int64_t budget = 300;      // candidates to partition and cost (--budget)
+  double time_limit = 50;    // seconds, 0 = none (then the result depends on nothing else)
+  uint64_t seed = 0;         // restart perturbations (--seed)
+  int64_t memory_limit_bytes = 0;  // peak memory cap per device, 0 = none (--memory-limit)
+  std::vector<std::string> existing_axes;  // the axes the module's own shardings are for
+};
+struct Plan {
+  ShardSpec spec;           // the cheapest plan found, for Partition/Run/...
+  double cost = 0;          // its estimated seconds per step
+  int64_t evaluations = 0;  // candidates costed
+};
+// `meshsplit autoshard --mesh`: searches mesh_split decisions for the
+// module's inputs and weights (docs/autoshard.md).
+Plan Autoshard(const Module& module, const Mesh& mesh, const AutoshardOptions& options = {});
+
 }  // namespace meshsplit::api

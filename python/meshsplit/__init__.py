@@ -20,7 +20,7 @@ ConversionError = _ms.ConversionError
 __all__ = [
     "Error", "ConversionError", "Mesh", "PartitionSpec", "P", "NamedSharding",
     "Shard", "Replicate", "Partial", "from_placements", "visualize_sharding",
-    "Module", "load", "parse", "ShardSpec", "REPLICATED", "partition", "run", "verify", "report",
+    "Module", "load", "parse", "ShardSpec", "REPLICATED", "partition", "run", "verify", "report", "autoshard", "Plan",
     "PartitionResult", "VerifyReport",
 ]
 
@@ -354,3 +354,26 @@ def report(module, spec=None, *, num_partitions=0, propagate=True):
     (docs/report.md)."""
     import json
     return json.loads(_ms._report(module, _core_spec(spec), _options(num_partitions, propagate, False)))
+
+
+class Plan:
+    """An automatic sharding plan: ``spec`` (a ShardSpec for partition, run,
+    verify, report), ``cost`` (estimated seconds per step), ``evaluations``."""
+
+    def __init__(self, core):
+        self.spec = ShardSpec._wrap(core.spec)
+        self.cost = core.cost
+        self.evaluations = core.evaluations
+
+    def __repr__(self):
+        return f"Plan(cost={self.cost:.4g} s, {self.evaluations} candidates, {self.spec!r})"
+
+
+def autoshard(module, mesh, budget=300, *, time_limit=50, seed=0, memory_limit=0,
+              existing_axes=()):
+    """``meshsplit autoshard --mesh``: searches mesh_split decisions for the
+    module's inputs and weights (docs/autoshard.md). ``time_limit=0`` bounds
+    the search by ``budget`` alone, so the plan depends on nothing else;
+    ``memory_limit`` caps the peak bytes per device (0: none)."""
+    return Plan(_ms._autoshard(module, mesh, int(budget), float(time_limit), int(seed),
+                               int(memory_limit), [str(a) for a in existing_axes]))

@@ -6,6 +6,7 @@
 
 #include "api/internal.h"
 #include "autoshard/decision_space.h"
+#include "autoshard/plan.h"
 #include "compiler/compile.h"
 #include "import/load.h"
 #include "import/shard_spec.h"
@@ -265,6 +266,26 @@ std::string Report(const Module& module, const ShardSpec* spec, const Options& o
   ReportData d;
   ThrowIfError(BuildReport(Prepare(module, spec, /*verify=*/true), r, &d));
   return ReportJson(d).dump(2);
+}
+
+Plan Autoshard(const Module& module, const Mesh& mesh, const AutoshardOptions& options) {
+  if (options.budget < 1) throw Error("error: the budget must be at least 1");
+  // As cmd_autoshard.cc; the options not given here keep the defaults the
+  // command's flags also have (autoshard/decision_space.h, objective.h).
+  std::unique_ptr<meshsplit::Module> m = Prepare(module, nullptr, /*verify=*/true);
+  autoshard::PlanOptions plan;
+  plan.existing_axes = options.existing_axes;
+  plan.search.max_evaluations = options.budget;
+  plan.search.max_seconds = options.time_limit;
+  plan.search.seed = options.seed;
+  plan.machine.memory_limit_bytes = options.memory_limit_bytes;
+  auto planner = Unwrap(autoshard::Planner::Create(*m, ToInternal(mesh), std::move(plan)));
+  const autoshard::SearchResult r = planner->Search();
+  Plan out;
+  out.spec = FromInternal(planner->SpecOf(r.best));
+  out.cost = r.best_eval.time_seconds;
+  out.evaluations = r.evaluations;
+  return out;
 }
 
 }  // namespace meshsplit::api

@@ -15,6 +15,7 @@
 
 #include "autoshard/decision_space.h"
 #include "autoshard/objective.h"
+#include "autoshard/plan.h"
 #include "autoshard/search.h"
 #include "cli/command.h"
 #include "cli/shard_flags.h"
@@ -174,26 +175,37 @@ int RunAutoshard(AutoshardFlags flags) {
   Module& module = *loaded;
   auto mesh = ResolveMesh(flags, module);
   if (!mesh.ok()) return ReportError(mesh.status());
-  // Lift the module's own shardings onto the mesh first (no rules), so the
-  // decisions see them as the mesh_splits they become.
-  {
-    ShardSpec lift;
-    lift.mesh = *mesh;
-    lift.has_mesh = true;
-    lift.existing_axes = flags.existing_axes;
-    auto applied = ApplyShardSpec(module, lift);
-    if (!applied.ok()) return ReportError(applied.status());
+  autoshard::PlanOptions plan;
+  plan.existing_axes = flags.existing_axes;
+  plan.space.min_bytes = flags.min_bytes;
+  plan.space.max_groups = flags.max_groups;
+  plan.space.keep_existing = flags.keep_existing;
+  plan.space.group_layers = !flags.no_group;
+  plan.space.max_axes_per_dim = flags.max_axes_per_dim;
+  plan.machine = flags.machine;
+  plan.search.max_evaluations = flags.budget;
+  plan.search.max_seconds = flags.time_limit;
+  plan.search.seed = flags.seed;
+  plan.search.restarts = flags.restarts;
+  // On a terminal one line redrawn in place five times a second; otherwise
+  // (logs, CI) a line every two seconds.
+  const bool tty = isatty(STDERR_FILENO) != 0;
+  bool drew = false;
+  if (!flags.quiet) {
+    plan.search.progress_seconds = tty ? 0.2 : 2.0;
+    plan.search.progress = [tty, &drew](const std::string& line) {
+      if (tty) {
+        std::cerr << "\r" << line << "\033[K" << std::flush;
+        drew = true;
+      } else {
+        std::cerr << line << std::endl;
+      }
+    };
   }
-  autoshard::DecisionSpaceOptions dopts;
-  dopts.min_bytes = flags.min_bytes;
-  dopts.max_groups = flags.max_groups;
-  dopts.keep_existing = flags.keep_existing;
-  dopts.group_layers = !flags.no_group;
-  dopts.max_axes_per_dim = flags.max_axes_per_dim;
-  auto space_or = autoshard::BuildDecisionSpace(module, *mesh, dopts);
-  if (!space_or.ok()) return ReportError(space_or.status());
-  const DecisionSpace& space = *space_or;
-  autoshard::Evaluator evaluator(module, space, flags.machine, flags.existing_axes);
+  auto planner = autoshard::Planner::Create(module, *mesh, std::move(plan));
+  if (!planner.ok()) return ReportError(planner.status());
+  const DecisionSpace& space = (*planner)->space();
+  const autoshard::Evaluator& evaluator = (*planner)->evaluator();
 
   // Expert plans to compare with, checked before the search runs.
   std::vector<std::pair<std::string, ShardSpec>> compare_specs;
@@ -211,37 +223,17 @@ int RunAutoshard(AutoshardFlags flags) {
     compare_specs.emplace_back(path, std::move(*spec));
   }
 
-  autoshard::SearchOptions sopts;
-  sopts.max_evaluations = flags.budget;
-  sopts.max_seconds = flags.time_limit;
-  sopts.seed = flags.seed;
-  sopts.restarts = flags.restarts;
-  // On a terminal one line redrawn in place five times a second; otherwise
-  // (logs, CI) a line every two seconds.
-  const bool tty = isatty(STDERR_FILENO) != 0;
-  bool drew = false;
-  if (!flags.quiet) {
-    sopts.progress_seconds = tty ? 0.2 : 2.0;
-    sopts.progress = [tty, &drew](const std::string& line) {
-      if (tty) {
-        std::cerr << "\r" << line << "\033[K" << std::flush;
-        drew = true;
-      } else {
-        std::cerr << line << std::endl;
-      }
-    };
-  }
   if (!flags.quiet)
     std::cerr << "autoshard: " << space.groups.size() << " decision groups ("
               << space.decided_tensors << " tensors), mesh " << mesh->ToString() << std::endl;
-  const autoshard::SearchResult r = autoshard::Search(evaluator, space, sopts);
+  const autoshard::SearchResult r = (*planner)->Search();
   if (drew) std::cerr << "\n";
 
   std::vector<std::pair<std::string, Evaluation>> compared;
   for (const auto& [path, spec] : compare_specs)
     compared.emplace_back(path, evaluator.EvaluateSpec(spec));
 
-  const ShardSpec best_spec = autoshard::ChoiceToSpec(space, r.best, flags.existing_axes);
+  const ShardSpec best_spec = (*planner)->SpecOf(r.best);
   const std::string spec_text = autoshard::SpecToJson(
       best_spec, "found by meshsplit autoshard " + flags.file + " (mesh " + mesh->ToString() +
                      ", " + std::to_string(r.evaluations) + " candidates, estimated " +

@@ -90,6 +90,18 @@ def test_report_is_the_cli_json(cli, model, spec):
     assert rep["collectives"] and rep["per_device"]["flops"] < rep["unpartitioned"]["flops"]
 
 
+def test_autoshard_is_the_cli_plan(tmp_path, cli, model):
+    """Under a 2 MiB per-device memory cap replication is infeasible, so the
+    plan shards; with no time limit it must be the plan the CLI writes."""
+    mesh = ms.Mesh({"data": 2, "model": 4})
+    plan = ms.autoshard(model, mesh, budget=60, time_limit=0, memory_limit=2 << 20)
+    assert plan.spec.rules and plan.evaluations == 60
+    cli("autoshard", MODEL, "--mesh", "data=2,model=4", "--budget", 60, "--time-limit", 0,
+        "--memory-limit", "2MiB", "--quiet", "-o", tmp_path / "plan.json")
+    assert plan.spec.rules == ms.ShardSpec.load(tmp_path / "plan.json").rules
+    assert ms.verify(model, plan.spec, seed=0).ok
+
+
 def test_verify(model, spec):
     r = ms.verify(model, spec, seed=0)
     assert r.ok, r.message

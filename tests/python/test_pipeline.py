@@ -204,3 +204,14 @@ def test_report(tmp_path, cli, mlp, mlp_spec):
 def test_version(cli):
     assert re.fullmatch(r"\d+\.\d+\.\d+", ms.__version__)
     assert cli("--version").stdout.strip() == "meshsplit " + ms.__version__
+
+
+def test_autoshard_arguments(mlp):
+    """The small MLP's best plan is replication (an empty spec); test_gpt2.py
+    compares a sharded plan with the CLI's."""
+    mesh = ms.Mesh({"data": 2, "model": 2})
+    plan = ms.autoshard(mlp, mesh, budget=40, time_limit=0, seed=1)
+    assert plan.evaluations > 0 and plan.cost > 0
+    assert plan.spec.mesh == mesh and plan.spec.rules == {}
+    with pytest.raises(ms.Error, match="budget must be at least 1"):
+        ms.autoshard(mlp, mesh, budget=0)
