@@ -4,6 +4,7 @@
 
 #include "compiler/passes.h"
 #include "import/load.h"
+#include "import/shardy_input.h"
 #include "ir/verifier.h"
 
 namespace meshsplit {
@@ -63,6 +64,8 @@ StatusOr<CompileResult> Compile(Module& module, const CompileOptions& options) {
 StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options,
                                     std::unique_ptr<Module>* module) {
   MS_ASSIGN_OR_RETURN(*module, LoadModule(path));
+  MS_RETURN_IF_ERROR(
+      CheckShardyInput(**module, options.propagation.strict || options.partition.strict));
   return Compile(**module, options);
 }
 
