@@ -11,20 +11,23 @@
 #include <utility>
 #include <vector>
 
+#include "ir/buffer_cache.h"
 #include "ir/shape.h"
 #include "support/check.h"
 
 namespace meshsplit {
 
-// Allocator that leaves bytes uninitialised on resize (used only by
-// Literal::Uninitialized; every other path still zero-fills explicitly).
+// Allocator of literal bytes: leaves them uninitialised on resize (used only
+// by Literal::Uninitialized; every other path still zero-fills explicitly),
+// and takes large blocks from the reuse cache of ir/buffer_cache.h.
 template <typename T>
-struct DefaultInitAllocator : std::allocator<T> {
+struct DefaultInitAllocator {
+  using value_type = T;
+  DefaultInitAllocator() = default;
   template <typename U>
-  struct rebind {
-    using other = DefaultInitAllocator<U>;
-  };
-  using std::allocator<T>::allocator;
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  T* allocate(size_t n) { return static_cast<T*>(AllocateBuffer(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) noexcept { FreeBuffer(p, n * sizeof(T)); }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
@@ -32,6 +35,10 @@ struct DefaultInitAllocator : std::allocator<T> {
   template <typename U, typename... Args>
   void construct(U* p, Args&&... args) {
     ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+  template <typename U>
+  bool operator==(const DefaultInitAllocator<U>&) const noexcept {
+    return true;
   }
 };
 

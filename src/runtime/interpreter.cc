@@ -382,6 +382,13 @@ StatusOr<Literal> Interpreter::Run(const Computation& c, std::vector<Literal> ow
     if (!ShapeSupported(instr.shape()))
       return InstrError(instr, "element type " + FirstUnsupportedType(instr.shape()) +
                                    " is not supported by the interpreter");
+    if (instr.opcode() == Opcode::kConstant && instr.has_literal()) {
+      // Read in place instead of copied on every run (a model's weights are
+      // constants): not owned, so no kernel takes or overwrites its buffer.
+      ptr[s] = const_cast<Literal*>(&instr.literal());
+      owned_slot[s] = false;
+      continue;
+    }
     KernelArgs k{instr, {}, {}, *this};
     k.ops.reserve(instr.operand_count());
     for (const Instruction* o : instr.operands()) {

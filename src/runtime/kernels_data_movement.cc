@@ -1,12 +1,18 @@
 // Data-movement kernels: broadcast, reshape/bitcast, transpose, slice,
 // dynamic-slice, dynamic-update-slice, pad, concatenate and reverse. They are
 // type-agnostic: each becomes one StridedCopy over element bytes, with
-// contiguous runs copied by memcpy. Every kernel checks its attributes against
-// the operand shapes first, so an unverified module cannot read out of bounds.
+// contiguous runs copied by memcpy, transposing walks blocked in tiles
+// (transposed in registers for 4- and 8-byte elements), and outputs larger
+// than the cache written with streaming stores. Every kernel checks its
+// attributes against the operand shapes first, so an unverified module
+// cannot read out of bounds.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cstring>
 
 #include "runtime/kernels.h"
+#include "runtime/streaming.h"
 
 namespace meshsplit::interp {
 namespace {
@@ -19,9 +25,10 @@ void CopyRun(const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds, int64_t n
 }
 
 void CopyElements(const uint8_t* src, int64_t ss, uint8_t* dst, int64_t ds, int64_t n,
-                  int64_t elem) {
+                  int64_t elem, bool stream) {
   if (ss == 1 && ds == 1) {
-    std::memcpy(dst, src, n * elem);
+    if (stream && n * elem >= 64) StreamCopy(dst, src, n * elem);
+    else std::memcpy(dst, src, n * elem);
     return;
   }
   switch (elem) {
@@ -73,8 +80,59 @@ void CopyTile(const uint8_t* src, int64_t s_row, int64_t s_col, uint8_t* dst, in
   }
 }
 
+// CopyTile for 4-byte elements when the source is contiguous along rows and
+// the destination along columns (a transpose): 4x4 blocks are loaded as four
+// source vectors and transposed in registers, so every load and store moves
+// 16 bytes; the ragged edges go element by element.
+void TransposeTile4(const uint8_t* src, int64_t s_col, uint8_t* dst, int64_t d_row,
+                    int64_t n_rows, int64_t n_cols) {
+  const float* s = reinterpret_cast<const float*>(src);
+  float* d = reinterpret_cast<float*>(dst);
+  const int64_t rows4 = n_rows / 4 * 4, cols4 = n_cols / 4 * 4;
+  for (int64_t i = 0; i < rows4; i += 4) {
+    for (int64_t j = 0; j < cols4; j += 4) {
+      __m128 r0 = _mm_loadu_ps(s + i + j * s_col), r1 = _mm_loadu_ps(s + i + (j + 1) * s_col);
+      __m128 r2 = _mm_loadu_ps(s + i + (j + 2) * s_col), r3 = _mm_loadu_ps(s + i + (j + 3) * s_col);
+      _MM_TRANSPOSE4_PS(r0, r1, r2, r3);
+      _mm_storeu_ps(d + i * d_row + j, r0);
+      _mm_storeu_ps(d + (i + 1) * d_row + j, r1);
+      _mm_storeu_ps(d + (i + 2) * d_row + j, r2);
+      _mm_storeu_ps(d + (i + 3) * d_row + j, r3);
+    }
+  }
+  // Bit patterns are moved, never computed on: float loads and stores keep
+  // NaN payloads, and the edges copy 32-bit words.
+  const uint32_t* su = reinterpret_cast<const uint32_t*>(src);
+  uint32_t* du = reinterpret_cast<uint32_t*>(dst);
+  for (int64_t i = 0; i < n_rows; ++i)
+    for (int64_t j = i < rows4 ? cols4 : 0; j < n_cols; ++j) du[i * d_row + j] = su[i + j * s_col];
+}
+
+// The same for 8-byte elements, in 2x2 blocks.
+void TransposeTile8(const uint8_t* src, int64_t s_col, uint8_t* dst, int64_t d_row,
+                    int64_t n_rows, int64_t n_cols) {
+  const double* s = reinterpret_cast<const double*>(src);
+  double* d = reinterpret_cast<double*>(dst);
+  const int64_t rows2 = n_rows / 2 * 2, cols2 = n_cols / 2 * 2;
+  for (int64_t i = 0; i < rows2; i += 2) {
+    for (int64_t j = 0; j < cols2; j += 2) {
+      __m128d r0 = _mm_loadu_pd(s + i + j * s_col), r1 = _mm_loadu_pd(s + i + (j + 1) * s_col);
+      _mm_storeu_pd(d + i * d_row + j, _mm_unpacklo_pd(r0, r1));
+      _mm_storeu_pd(d + (i + 1) * d_row + j, _mm_unpackhi_pd(r0, r1));
+    }
+  }
+  const uint64_t* su = reinterpret_cast<const uint64_t*>(src);
+  uint64_t* du = reinterpret_cast<uint64_t*>(dst);
+  for (int64_t i = 0; i < n_rows; ++i)
+    for (int64_t j = i < rows2 ? cols2 : 0; j < n_cols; ++j) du[i * d_row + j] = su[i + j * s_col];
+}
+
 void CopyTileBytes(const uint8_t* src, int64_t s_row, int64_t s_col, uint8_t* dst,
                    int64_t d_row, int64_t d_col, int64_t n_rows, int64_t n_cols, int64_t elem) {
+  if (s_row == 1 && d_col == 1 && elem == 4)
+    return TransposeTile4(src, s_col, dst, d_row, n_rows, n_cols);
+  if (s_row == 1 && d_col == 1 && elem == 8)
+    return TransposeTile8(src, s_col, dst, d_row, n_rows, n_cols);
   switch (elem) {
     case 1: CopyTile<uint8_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
     case 2: CopyTile<uint16_t>(src, s_row, s_col, dst, d_row, d_col, n_rows, n_cols); return;
@@ -148,6 +206,9 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
     return;
   }
   int mr = static_cast<int>(m_dims.size());
+  int64_t total = elem;
+  for (int64_t d : m_dims) total *= d;
+  const bool stream = total >= StreamingBytes();
   int q = PickBlockDim(m_dims, m_src, m_dst, elem);
   if (q >= 0) {
     // Transposing walk: the destination is contiguous along the innermost
@@ -167,13 +228,24 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
     }
     std::vector<int64_t> idx(o_dims.size(), 0);
     int64_t so = src_base, dof = dst_base;
+    // A streamed tile is assembled in `scratch` and its rows (contiguous in
+    // the destination when dp == 1) streamed out whole.
+    const bool stream_tiles = stream && dp == 1 && elem <= 8;
+    alignas(64) uint8_t scratch[kCopyTile * kCopyTile * 8];
     while (true) {
       for (int64_t q0 = 0; q0 < nq; q0 += kCopyTile) {
         int64_t tq = std::min(kCopyTile, nq - q0);
         for (int64_t p0 = 0; p0 < np; p0 += kCopyTile) {
           int64_t tp = std::min(kCopyTile, np - p0);
-          CopyTileBytes(src + (so + q0 * sq + p0 * sp) * elem, sq, sp,
-                        dst + (dof + q0 * dq + p0 * dp) * elem, dq, dp, tq, tp, elem);
+          const uint8_t* s = src + (so + q0 * sq + p0 * sp) * elem;
+          uint8_t* d = dst + (dof + q0 * dq + p0 * dp) * elem;
+          if (!stream_tiles) {
+            CopyTileBytes(s, sq, sp, d, dq, dp, tq, tp, elem);
+            continue;
+          }
+          CopyTileBytes(s, sq, sp, scratch, tp, 1, tq, tp, elem);
+          for (int64_t i = 0; i < tq; ++i)
+            StreamCopy(d + i * dq * elem, scratch + i * tp * elem, tp * elem);
         }
       }
       int d = static_cast<int>(o_dims.size()) - 1;
@@ -185,15 +257,17 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
         dof -= o_dst[d] * o_dims[d];
         idx[d] = 0;
       }
-      if (d < 0) return;
+      if (d < 0) break;
     }
+    if (stream) StreamingFence();
+    return;
   }
   int64_t inner = m_dims[mr - 1], ss = m_src[mr - 1], ds = m_dst[mr - 1];
   std::vector<int64_t> outer_dims(m_dims.begin(), m_dims.end() - 1);
   std::vector<int64_t> idx(outer_dims.size(), 0);
   int64_t so = src_base, dof = dst_base;
   while (true) {
-    CopyElements(src + so * elem, ss, dst + dof * elem, ds, inner, elem);
+    CopyElements(src + so * elem, ss, dst + dof * elem, ds, inner, elem, stream);
     // Advance the odometer and the two offsets incrementally.
     int d = static_cast<int>(outer_dims.size()) - 1;
     for (; d >= 0; --d) {
@@ -206,6 +280,7 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
     }
     if (d < 0) break;
   }
+  if (stream) StreamingFence();
 }
 
 StatusOr<Literal> EvalBroadcast(KernelArgs& k) {
@@ -277,18 +352,7 @@ StatusOr<Literal> EvalTranspose(KernelArgs& k) {
     src[i] = in_strides[perm[i]];
   }
   int64_t elem = ByteWidth(in.element_type());
-  // Large 2-D transposes go through cache-sized tiles.
-  if (r == 2 && perm[0] == 1 && out_dims[0] * out_dims[1] >= 4096) {
-    constexpr int64_t kTile = 32;
-    for (int64_t i0 = 0; i0 < out_dims[0]; i0 += kTile)
-      for (int64_t j0 = 0; j0 < out_dims[1]; j0 += kTile) {
-        std::vector<int64_t> tile = {std::min(kTile, out_dims[0] - i0),
-                                     std::min(kTile, out_dims[1] - j0)};
-        StridedCopy(in.raw(), src, i0 * src[0] + j0 * src[1], out.raw(), {out_dims[1], 1},
-                    i0 * out_dims[1] + j0, tile, elem);
-      }
-    return out;
-  }
+  // StridedCopy walks a transpose in cache-sized tiles.
   StridedCopy(in.raw(), src, 0, out.raw(), RowMajorStrides(out_dims), 0, out_dims, elem);
   return out;
 }

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "runtime/blas_core.h"
 #include "runtime/fast_gemm.h"
 #include "runtime/kernels.h"
 
@@ -54,7 +55,7 @@ Literal Permuted(const Literal& in, PrimitiveType t, const std::vector<int64_t>&
     if (src == &conv) return conv;
     return *src;
   }
-  Literal out(Shape(t, out_dims));
+  Literal out = Literal::Uninitialized(Shape(t, out_dims));  // StridedCopy writes all of it
   StridedCopy(src->raw(), src_strides, base, out.raw(), RowMajorStrides(out_dims), 0, out_dims,
               ByteWidth(t));
   return out;
@@ -68,7 +69,11 @@ Literal Permuted(const Literal& in, PrimitiveType t, const std::vector<int64_t>&
 // per core keeps the pool small and still lets 2 devices use 2 cores.
 class BlasGate {
  public:
-  BlasGate() : free_(std::max(1u, std::thread::hardware_concurrency())) {}
+  BlasGate() : free_(std::max(1u, std::thread::hardware_concurrency())) {
+    // Links the start-up kernel choice into every program that runs dots
+    // (a static library drops object files nothing refers to).
+    (void)BlasCoreChoice();
+  }
   void Enter() {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return free_ > 0; });
@@ -250,7 +255,10 @@ StatusOr<Literal> EvalDot(KernelArgs& k) {
     b = &rbuf;
   }
   Shape cshape(ct, dims.result_dims);
-  Literal out(cshape);
+  // Every gemm writes its whole block (beta = 0), so the result is not
+  // zero-filled first, except for K = 0, where BLAS refuses lda = 0 and
+  // leaves it alone.
+  Literal out = K == 0 ? Literal(cshape) : Literal::Uninitialized(cshape);
   auto run = [&]<typename T>() {
     const T* pa = a->data<T>();
     const T* pb = b->data<T>();

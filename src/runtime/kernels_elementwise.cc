@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "runtime/kernels.h"
+#include "runtime/streaming.h"
 
 namespace meshsplit::interp {
 namespace {
@@ -16,13 +17,27 @@ namespace {
 template <typename T>
 using Unsigned = std::make_unsigned_t<T>;
 
+// The typed loops. An output larger than the cache is streamed (see
+// runtime/streaming.h); `o` may alias an operand either way.
 template <typename T, typename F>
 void Map1(const T* a, T* o, int64_t n, F f) {
+  if (n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
+    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) {
+      for (int64_t i = s; i < e; ++i) out[i - s] = f(a[i]);
+    });
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
 }
 
 template <typename T, typename F>
 void Map2(const T* a, const T* b, T* o, int64_t n, F f) {
+  if (n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
+    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) {
+      for (int64_t i = s; i < e; ++i) out[i - s] = f(a[i], b[i]);
+    });
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
 }
 
