@@ -2,8 +2,10 @@
 // backend, assembling by sharding.
 #include "runtime/executor.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <thread>
 
 #include "collectives/collectives.h"
 #include "collectives/threads_backend.h"
@@ -196,11 +198,20 @@ StatusOr<std::vector<Literal>> SplitByShardings(const Literal& full, const Shape
                          " of " + full.shape().ToString(false) + " under " +
                          sharding.ToString(false));
   for (int64_t d = 0; d < num_devices; ++d) {
-    Literal l(local);
-    if (poison_padding) FillPoison(l);
-    if (sharding.UsesDevice(d))
-      CopyTileOut(full, sharding.TileOffsetForDevice(dims, d),
-                  sharding.TileLimitForDevice(dims, d), l);
+    if (!sharding.UsesDevice(d)) {
+      Literal l(local);
+      if (poison_padding) FillPoison(l);
+      out.push_back(std::move(l));
+      continue;
+    }
+    std::vector<int64_t> offset = sharding.TileOffsetForDevice(dims, d);
+    std::vector<int64_t> limit = sharding.TileLimitForDevice(dims, d);
+    bool whole = true;  // the tile fills the buffer: no padding to fill first
+    for (size_t i = 0; i < offset.size(); ++i)
+      whole = whole && limit[i] - offset[i] == local.dimensions(i);
+    Literal l = whole ? Literal::Uninitialized(local) : Literal(local);
+    if (poison_padding && !whole) FillPoison(l);
+    CopyTileOut(full, offset, limit, l);
     out.push_back(std::move(l));
   }
   return out;
@@ -265,7 +276,9 @@ StatusOr<Literal> Assemble(const std::vector<Literal>& per_device, const Shape& 
   }
   MS_RETURN_IF_ERROR(CheckTiledSharding(sharding, global, n, "result"));
   std::vector<int64_t> tile = sharding.TileShape(dims);
-  Literal out(global);
+  // Not zero-filled: the tiles cover the whole array, which is checked below
+  // before `out` is returned.
+  Literal out = Literal::Uninitialized(global);
   // First device seen for each tile index; later holders are replicas.
   std::map<std::vector<int64_t>, int64_t> holder;
   for (int64_t d = 0; d < n; ++d) {
@@ -310,9 +323,15 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
                          std::to_string(num_devices));
   if (partitioned.entry() == nullptr) return Status::Error("module has no entry computation");
   int saved_threads = 0;
-  if (options.blas_threads_per_device > 0) {
+  int blas_threads = options.blas_threads_per_device;
+  if (blas_threads < 0) {
+    // The cores split between the devices, at least one thread each.
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    blas_threads = std::max<int>(1, cores / static_cast<int>(num_devices));
+  }
+  if (blas_threads > 0) {
     saved_threads = openblas_get_num_threads();
-    openblas_set_num_threads(options.blas_threads_per_device);
+    openblas_set_num_threads(blas_threads);
   }
   std::vector<Literal> results(num_devices);
   Status st = RunOnThreads(static_cast<int>(num_devices), [&](int d, Communicator& comm) {
@@ -334,7 +353,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     results[d] = std::move(r).value();
     return Status::Ok();
   });
-  if (options.blas_threads_per_device > 0) openblas_set_num_threads(saved_threads);
+  if (blas_threads > 0) openblas_set_num_threads(saved_threads);
   if (!st.ok()) return st;
   return results;
 }

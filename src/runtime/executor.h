@@ -72,9 +72,11 @@ struct SpmdRunOptions {
   // Fill the padding of uneven input tiles with poison (NaN / garbage).
   bool poison_padding = true;
   AssembleOptions assemble;
-  // OpenBLAS threads while the devices run (restored afterwards); one per
-  // device keeps N devices from oversubscribing the cores. 0 = leave alone.
-  int blas_threads_per_device = 1;
+  // OpenBLAS threads per device while the devices run (restored
+  // afterwards). -1: the cores split between the devices, at least one each
+  // (one device on 2 cores gets 2; N devices never oversubscribe more than
+  // N threads can). 0: leave alone.
+  int blas_threads_per_device = -1;
   // XLA's single-replica reading of collectives without channel_id
   // (CollectiveAdapter::set_single_replica).
   bool single_replica_collectives = false;

@@ -317,13 +317,13 @@ TEST(StridedCopy, RandomStridesMatchNaive) {
 // register transposes.
 TEST(StridedCopy, StreamedOutputsMatchNaive) {
   for (int64_t elem : {int64_t{4}, int64_t{8}, int64_t{2}, int64_t{16}}) {
-    const int64_t k = StreamingBytes() / (2 * 37 * elem) + 5;
+    const int64_t k = interp::StreamingBytes() / (2 * 37 * elem) + 5;
     EXPECT_TRUE(TransposeMatches({2, 37, k}, {0, 2, 1}, elem));
     EXPECT_TRUE(TransposeMatches({2, k, 37}, {2, 1, 0}, elem));
   }
   // A column slice [3, cols - 5) of a [rows, cols] f32 array: rows are runs
   // whose ends are not 16-byte aligned.
-  const int64_t cols = 1001, rows = StreamingBytes() / (4 * (cols - 8)) + 3;
+  const int64_t cols = 1001, rows = interp::StreamingBytes() / (4 * (cols - 8)) + 3;
   std::vector<uint8_t> src = PatternBytes(rows * cols * 4, 7);
   std::vector<uint8_t> got((rows * (cols - 8)) * 4, 0xAB), want(got.size(), 0x11);
   interp::StridedCopy(src.data(), {cols, 1}, 3, got.data(), {cols - 8, 1}, 0, {rows, cols - 8}, 4);
@@ -334,7 +334,7 @@ TEST(StridedCopy, StreamedOutputsMatchNaive) {
 TEST(DataMovement, StreamedElementwiseMatchesScalarLoop) {
   // Large enough to stream, with a ragged tail; once with fresh outputs and
   // once with the operands donated (the output then aliases operand 0).
-  const int64_t n = StreamingBytes() / 4 + 13;
+  const int64_t n = interp::StreamingBytes() / 4 + 13;
   auto module = ParseModuleText("HloModule m\nENTRY e {\n  a = f32[" + std::to_string(n) +
                                 "] parameter(0)\n  b = f32[" + std::to_string(n) +
                                 "] parameter(1)\n  s = f32[" + std::to_string(n) +
