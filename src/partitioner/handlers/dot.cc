@@ -7,11 +7,12 @@
 // resolves with an all-reduce or a reduce-scatter over the contracting
 // axes' groups only). The sharding is planned per mesh axis
 // (handlers/dot_plan.cc), which covers XLA's recursive grouping on batch,
-// free and contracting dims; shardings without a common iota mesh fall back
-// to the cheapest of the result's and the operands' own layouts. Padded
-// contracting elements are zeroed on both sides so that uneven tiles add
-// nothing. Optionally, an operand that would be all-gathered is windowed
-// instead (handlers/windowed_einsum.cc).
+// free and contracting dims, and in partially manual regions plans inside
+// each manual subgroup over the other axes; shardings without a common iota
+// mesh fall back to the cheapest of the result's and the operands' own
+// layouts. Padded contracting elements are zeroed on both sides so that
+// uneven tiles add nothing. Optionally, an operand that would be
+// all-gathered is windowed instead (handlers/windowed_einsum.cc).
 #include <algorithm>
 
 #include "partitioner/handlers/dot_plan.h"
@@ -43,6 +44,12 @@ double ReshardCost(const Shape& shape, const Sharding& from, const Sharding& to)
 
 bool UsableForIteration(const Sharding& s) {
   return s.IsReplicated() || (s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s));
+}
+
+// The mesh-axis plan also takes partially manual shardings: it plans inside
+// every manual subgroup (dot_plan.h).
+bool UsableForMeshPlan(const Sharding& s) {
+  return s.IsReplicated() || (s.IsTiled() && !HasUnreduced(s));
 }
 
 // The legacy choice when the shardings do not decompose into mesh axes:
@@ -129,7 +136,7 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   // when the shardings share no iota mesh, the best whole sharding of the
   // result or of one operand.
   std::optional<Sharding> planned;
-  if (UsableForIteration(lhs_s) && UsableForIteration(rhs_s) && UsableForIteration(plan_out))
+  if (UsableForMeshPlan(lhs_s) && UsableForMeshPlan(rhs_s) && UsableForMeshPlan(plan_out))
     planned = PlanByMeshAxes(space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s,
                              plan_out, ctx.num_partitions);
   Sharding it;

@@ -81,10 +81,10 @@ struct Mesh {
 };
 
 // A sharding in mesh terms: the atoms tiling each data dim (major to minor)
-// and the atoms of the replicated and unreduced subgroups.
+// and the atoms of the replicated, unreduced and manual subgroups.
 struct Layout {
   std::vector<std::vector<int>> dims;
-  std::vector<int> replicated, unreduced;
+  std::vector<int> replicated, unreduced, manual;
 };
 
 bool Has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
@@ -106,7 +106,7 @@ std::optional<Layout> ToLayout(const Sharding& s, int64_t rank, const Mesh& mesh
     switch (s.subgroup_types()[k]) {
       case SubgroupType::kReplicated: dst = &l.replicated; break;
       case SubgroupType::kUnreduced: dst = &l.unreduced; break;
-      case SubgroupType::kManual: return std::nullopt;
+      case SubgroupType::kManual: dst = &l.manual; break;
     }
     for (const Factor& f : (*factors)[rank + k])
       for (int a : mesh.Cover(f)) dst->push_back(a);
@@ -190,6 +190,7 @@ Layout Project(const Layout& it, const std::vector<int64_t>& to_iter,
     dst.insert(dst.end(), it.dims[i].begin(), it.dims[i].end());
   }
   l.replicated.insert(l.replicated.end(), it.replicated.begin(), it.replicated.end());
+  l.manual = it.manual;
   return l;
 }
 
@@ -205,12 +206,14 @@ Sharding ToSharding(const Layout& l, const Mesh& mesh) {
     dims.push_back(n);
   };
   for (const auto& d : l.dims) add_dim(d);
+  add_dim(l.manual);
   add_dim(l.unreduced);
   std::vector<int> repl = l.replicated;
   std::sort(repl.begin(), repl.end());
   add_dim(repl);
-  return Sharding::Subgroup(TileAssignment::Iota(dims, reshape, perm),
-                            {SubgroupType::kUnreduced, SubgroupType::kReplicated});
+  return Sharding::Subgroup(
+      TileAssignment::Iota(dims, reshape, perm),
+      {SubgroupType::kManual, SubgroupType::kUnreduced, SubgroupType::kReplicated});
 }
 
 // The search state: every atom's candidate roles (iteration dims, -1 =
@@ -230,6 +233,12 @@ class Planner {
                 {&out_, &space.out_to_iter}};
     roles_.resize(n_atoms);
     for (int a = 0; a < n_atoms; ++a) {
+      // Manual atoms keep their role: collectives never cross a manual
+      // subgroup, so the contraction is planned inside each one.
+      if (Has(out.manual, a)) {
+        roles_[a] = {kManualRole};
+        continue;
+      }
       // XLA's order of preference: the result's own layout, then the
       // operands'; replication last.
       for (int s : {2, 0, 1}) {
@@ -301,7 +310,8 @@ class Planner {
     it.dims.resize(space_.n_iter);
     for (size_t a = 0; a < roles_.size(); ++a) {
       int64_t role = roles_[a][choice[a]];
-      if (role < 0) it.replicated.push_back(a);
+      if (role == kManualRole) it.manual.push_back(a);
+      else if (role < 0) it.replicated.push_back(a);
       else it.dims[role].push_back(a);
     }
     for (int64_t i = 0; i < space_.n_iter; ++i) {
@@ -340,6 +350,10 @@ class Planner {
     }
     return c + 1e-4 * work;
   }
+
+  // The role of an atom of the manual subgroup (iteration dims are >= 0,
+  // replication is -1).
+  static constexpr int64_t kManualRole = -2;
 
   const ContractionSpace& space_;
   const Mesh& mesh_;
@@ -416,6 +430,24 @@ std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shap
   for (int k = 0; k < 3; ++k) {
     layouts[k] = ToLayout(*shardings[k], ranks[k], mesh, factors[k] ? &*factors[k] : nullptr);
     if (!layouts[k]) return std::nullopt;
+  }
+  // Inside a partially manual region the three must share the manual
+  // atoms; a replicated operand holds the same data in every manual
+  // subgroup, so its copy in each is that subgroup's manual data.
+  std::vector<int> manual = layouts[2]->manual;
+  std::sort(manual.begin(), manual.end());
+  for (int k = 0; k < 3; ++k) {
+    Layout& l = *layouts[k];
+    if (shardings[k]->IsReplicated()) {
+      std::vector<int> repl;
+      for (int a : l.replicated)
+        if (!Has(manual, a)) repl.push_back(a);
+      l.replicated = repl;
+      l.manual = layouts[2]->manual;
+    }
+    std::vector<int> m = l.manual;
+    std::sort(m.begin(), m.end());
+    if (m != manual) return std::nullopt;
   }
   // Partial sums in the operands are resolved by Reshard first; a result
   // that asks for partial sums keeps the legacy path.

@@ -36,12 +36,16 @@ ContractionSpace MakeContractionSpace(const Instruction& instr,
                                       const std::vector<int64_t>& rhs_to_iter,
                                       const std::vector<int64_t>& out_to_iter, int64_t n_iter);
 
-// The iteration-space sharding (data dims = iteration dims, then a
-// replicated subgroup) chosen by the mesh-axis search, or nullopt when the
-// three shardings do not decompose into common mesh axes (explicit device
-// arrays, tilings that cut each other's factors, manual or unreduced
-// subgroups, a device count other than `num_partitions`); the caller then
-// falls back to whole-sharding candidates.
+// The iteration-space sharding (data dims = iteration dims, then manual
+// and replicated subgroups) chosen by the mesh-axis search, or nullopt when
+// the three shardings do not decompose into common mesh axes (explicit
+// device arrays, tilings that cut each other's factors, unreduced
+// subgroups, a device count other than `num_partitions`) or do not share
+// one manual subgroup; the caller then falls back to whole-sharding
+// candidates. In a partially manual region (`out` has a manual subgroup,
+// each operand the same one or none when replicated) the manual axes keep
+// their role and only the others are planned, so the contraction is
+// partitioned inside every manual subgroup and its collectives stay there.
 // REQUIRES: lhs, rhs and out are normalised (NormalizeForPartitioning).
 std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shape& lhs_shape,
                                        const Shape& rhs_shape, const Shape& out_shape,
