@@ -369,8 +369,10 @@ const bool registered = RegisterCommand(
       auto f = std::make_shared<AutoshardFlags>();
       app->add_option("file", f->file, "HLO or ONNX file ('-' for stdin)")->required();
       app->add_option("--mesh", f->mesh, "device mesh 'data=2,model=4'");
-      app->add_option("--num-partitions", f->num_partitions,
-                      "number of devices (a one-axis mesh 'all=N' when --mesh is not given)");
+      AddNumPartitionsFlag(app, &f->num_partitions,
+                           "number of devices (a one-axis mesh 'all=N' when --mesh is not "
+                           "given; default: the module header's, else the devices its "
+                           "shardings name)");
       app->add_option("--budget", f->budget,
                       "at most N candidates partitioned and costed (default 300)");
       app->add_option("--time-limit", f->time_limit,

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "verify/sharding_fuzz.h"
 
 namespace meshsplit::cli {
@@ -163,8 +164,8 @@ const bool registered = RegisterCommand(
       app->add_option("--input-seed", f->input_seed,
                       "seed of the random inputs verify draws (default 0, as the conformance "
                       "runner; some cases need inputs it satisfies, e.g. rng bounds a < b)");
-      app->add_option("--num-partitions", f->num_partitions,
-                      "mutate to this device count (default: each case's own)");
+      AddNumPartitionsFlag(app, &f->num_partitions,
+                           "mutate to this device count (default: each case's own)");
       app->add_flag("--json", f->json, "print one JSON document");
       app->add_flag("-v,--verbose", f->verbose, "also list passing and skipped variants");
       app->add_option("--filter", f->filter,

@@ -13,7 +13,6 @@ namespace {
 
 struct PartitionCliOptions {
   std::string file;
-  int64_t num_partitions = 0;
   bool no_propagate = false;
   bool strict = false;
   std::string output;
@@ -22,9 +21,7 @@ struct PartitionCliOptions {
 
 int RunPartition(const PartitionCliOptions& opts) {
   CompileOptions options = CompileOptionsFor(opts.shard);
-  options.num_partitions = opts.num_partitions;
   options.propagate = !opts.no_propagate;
-  options.partition.num_partitions = opts.num_partitions;
   options.partition.strict = opts.strict;
   std::unique_ptr<Module> module;
   auto compiled = CompileFile(opts.file, options, &module);
@@ -37,8 +34,9 @@ const bool registered = RegisterCommand(
     [](CLI::App* app) {
       auto opts = std::make_shared<PartitionCliOptions>();
       app->add_option("file", opts->file, "HLO file ('-' for stdin)")->required();
-      app->add_option("--num-partitions", opts->num_partitions,
-                      "number of partitions (default: the module header's)");
+      AddNumPartitionsFlag(app, &opts->shard.num_partitions,
+                           "number of partitions (default: the mesh's, else the module "
+                           "header's, else the devices its shardings name)");
       app->add_flag("--no-propagate", opts->no_propagate,
                     "partition with the annotations as given (unannotated = replicated)");
       app->add_flag("--strict", opts->strict,

@@ -30,7 +30,6 @@ struct PropagateOptions {
   bool to_output = false;
   bool to_parameters = false;
   bool print_rules = false;
-  int64_t num_partitions = 0;
   std::string output;
   ShardFlags shard;
 };
@@ -116,7 +115,6 @@ int RunPropagate(const PropagateOptions& opts) {
   // norm expanded unless --keep-batch-norm.
   CompileOptions options = CompileOptionsFor(opts.shard);
   options.until = opts.print_rules ? CompileStage::kPrepared : CompileStage::kPropagated;
-  options.num_partitions = opts.num_partitions;
   options.propagation.is_spmd = opts.spmd;
   options.propagation.strict = opts.strict;
   options.propagation.allow_spmd_sharding_propagation_to_output = {opts.to_output};
@@ -175,8 +173,9 @@ const bool registered = RegisterCommand(
                     "allow changing the entry result's sharding");
       app->add_flag("--propagate-to-parameters", opts->to_parameters,
                     "allow changing the entry parameters' shardings");
-      app->add_option("--num-partitions", opts->num_partitions,
-                      "number of partitions (default: the module header's, or the mesh's)");
+      AddNumPartitionsFlag(app, &opts->shard.num_partitions,
+                           "number of partitions (default: the mesh's, else the module "
+                           "header's, else the devices its shardings name)");
       // The spec flags of AddShardFlags; the partitioner's options mean
       // nothing here.
       app->add_option("--shard", opts->shard.spec,

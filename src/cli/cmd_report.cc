@@ -5,14 +5,12 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "cli/report_data.h"
 #include "cli/shard_flags.h"
-#include "import/shard_spec.h"
 #include "compiler/compile.h"
 
 namespace meshsplit::cli {
@@ -20,7 +18,6 @@ namespace {
 
 struct ReportCliOptions {
   std::string file;
-  int64_t num_partitions = 0;
   bool no_propagate = false;
   bool partitioned = false;
   bool json = false;
@@ -97,23 +94,18 @@ int RunReport(const ReportCliOptions& opts) {
   load.until = CompileStage::kPrepared;
   load.verify_input = true;
   std::unique_ptr<Module> module;
-  if (auto loaded = CompileFile(opts.file, load, &module); !loaded.ok())
-    return ReportError(loaded.status());
-  // The mesh given: --mesh, else the spec's.
+  auto loaded = CompileFile(opts.file, load, &module);
+  if (!loaded.ok()) return ReportError(loaded.status());
   ReportOptions ropts;
   ropts.file = opts.file;
-  ropts.num_partitions = opts.num_partitions;
+  ropts.num_partitions = opts.shard.num_partitions;
+  ropts.declared_partitions = loaded->declared_partitions;
   ropts.propagate = !opts.no_propagate;
   ropts.partitioned = opts.partitioned;
-  ropts.partition = CompileOptionsFor(opts.shard).partition;
-  ropts.mesh = opts.shard.mesh;
-  if (ropts.mesh.empty() && !opts.shard.spec.empty()) {
-    std::ifstream in(opts.shard.spec);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    auto spec = ParseShardSpec(ss.str(), opts.shard.spec);
-    if (spec.ok() && spec->has_mesh) ropts.mesh = spec->mesh.ToString();
-  }
+  ropts.partition = load.partition;
+  // The mesh given (--mesh, else the spec's), checked against
+  // --num-partitions by the load.
+  ropts.mesh = loaded->mesh;
   ReportData d;
   if (Status st = BuildReport(std::move(module), ropts, &d); !st.ok()) return ReportError(st);
 
@@ -134,8 +126,9 @@ const bool registered = RegisterCommand(
     [](CLI::App* app) {
       auto opts = std::make_shared<ReportCliOptions>();
       app->add_option("file", opts->file, "HLO file ('-' for stdin)")->required();
-      app->add_option("--num-partitions", opts->num_partitions,
-                      "number of partitions (default: the module header's)");
+      AddNumPartitionsFlag(app, &opts->shard.num_partitions,
+                           "number of partitions (default: the mesh's, else the module "
+                           "header's, else the devices its shardings name)");
       app->add_flag("--no-propagate", opts->no_propagate,
                     "partition with the annotations as given");
       app->add_flag("--partitioned", opts->partitioned,

@@ -21,8 +21,7 @@ struct RunFlags {
   std::string outputs;
   bool print = false;
   // SPMD (verify/run_spmd.h): partition to N and run on N virtual devices, or
-  // run an already partitioned module.
-  int64_t num_partitions = 0;
+  // run an already partitioned module (the count is shard.num_partitions).
   bool partitioned = false;
   bool no_propagate = false;
   std::string backend = "threads";
@@ -72,7 +71,7 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
   } else {
     inputs = ReadEntryInputs(global_sig ? *global_sig : *m.entry(), flags.inputs);
   }
-  SpmdRunRequest request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
+  SpmdRunRequest request{m.num_partitions(),
                          flags.partitioned, !flags.no_propagate, flags.backend,
                          CompileOptionsFor(flags.shard).partition};
   StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
@@ -95,7 +94,7 @@ int RunCommand(const RunFlags& flags) {
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   if (flags.backend == "mpi") return RunCommandMpi(flags, m);
-  const bool spmd = flags.num_partitions > 1 || flags.partitioned ||
+  const bool spmd = flags.shard.num_partitions > 1 || flags.partitioned ||
                     (!flags.shard.spec.empty() && m.num_partitions() > 1);
   std::unique_ptr<Computation> global_sig;
   if (spmd && flags.partitioned && m.entry() != nullptr) global_sig = GlobalSignature(m);
@@ -113,7 +112,7 @@ int RunCommand(const RunFlags& flags) {
     inputs = std::move(in).value();
   }
   RunOptions options;
-  SpmdRunRequest spmd_request{flags.num_partitions > 0 ? flags.num_partitions : m.num_partitions(),
+  SpmdRunRequest spmd_request{m.num_partitions(),
                               flags.partitioned, !flags.no_propagate, flags.backend,
                               CompileOptionsFor(flags.shard).partition};
   StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
@@ -137,8 +136,9 @@ const bool kRegistered = RegisterCommand(
                       "Directory with <parameter name>.npy or param<i>.npy per entry parameter");
       app->add_option("--outputs", flags->outputs, "Directory to write one .npy per output into (named after an ONNX model's outputs, else out<i>.npy)");
       app->add_flag("--print", flags->print, "Print each output's values to stdout");
-      app->add_option("--num-partitions", flags->num_partitions,
-                      "Partition to N and run on N virtual devices (full-shape .npy in/out)");
+      AddNumPartitionsFlag(app, &flags->shard.num_partitions,
+                           "Partition to N and run on N virtual devices (full-shape .npy "
+                           "in/out)");
       app->add_flag("--partitioned", flags->partitioned,
                     "FILE is already partitioned (header num_partitions); run it on that many "
                     "devices");

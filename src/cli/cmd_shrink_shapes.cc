@@ -22,7 +22,6 @@ namespace {
 struct ShrinkShapesCliOptions {
   std::string file;
   double max_memory_gib = 0;
-  int64_t num_partitions = 0;
   bool propagate = false;
   int64_t min_dim = 4;
   int64_t divisor = 0;
@@ -36,7 +35,6 @@ int RunShrinkShapes(const ShrinkShapesCliOptions& o) {
   StatusOr<std::unique_ptr<Module>> module = LoadShardedModule(o.file, shard);
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
-  if (o.num_partitions > 0) m.set_num_partitions(o.num_partitions);
   ShrinkShapesOptions options;
   options.min_dim = o.min_dim;
   options.divisor = o.divisor;
@@ -78,8 +76,9 @@ const bool kRegistered = RegisterCommand(
       app->add_option("--max-memory", o->max_memory_gib,
                       "fail when the shrunk module's estimated one-device peak exceeds this "
                       "many GiB");
-      app->add_option("--num-partitions", o->num_partitions,
-                      "number of partitions (default: the module header's)");
+      AddNumPartitionsFlag(app, &o->shard.num_partitions,
+                           "number of partitions (default: the mesh's, else the module "
+                           "header's, else the devices its shardings name)");
       app->add_flag("--propagate", o->propagate,
                     "also keep divisibility by the tile counts sharding propagation infers");
       app->add_option("--min-dim", o->min_dim, "smallest size a shrinkable dim gets")

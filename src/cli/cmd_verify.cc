@@ -27,7 +27,6 @@ namespace {
 
 struct VerifyFlags {
   std::string file;
-  int64_t num_partitions = 0;
   uint64_t seed = 0;
   bool no_propagate = false;
   bool strict = false;
@@ -87,27 +86,6 @@ StatusOr<std::map<int64_t, Literal>> ReadGivenInputs(const Computation& entry,
   }
   if (ec) return Status::Error("--inputs: cannot list " + dir + ": " + ec.message());
   return given;
-}
-
-// Devices the module's shardings name: 1 + the largest id (0 if none).
-int64_t DevicesNamed(const Sharding& s) {
-  if (s.IsTuple()) {
-    int64_t n = 0;
-    for (const Sharding& e : s.tuple_elements()) n = std::max(n, DevicesNamed(e));
-    return n;
-  }
-  if (s.IsMaximal()) return s.device() + 1;
-  if (s.IsTiled()) return s.tile_assignment().MaxDevice() + 1;
-  return 0;
-}
-
-int64_t DefaultPartitions(const Module& m) {
-  if (m.num_partitions() > 1) return m.num_partitions();
-  int64_t n = 0;
-  for (const auto& c : m.computations())
-    for (const auto& i : c->instructions())
-      if (i->has_sharding()) n = std::max(n, DevicesNamed(*i->sharding()));
-  return n > 1 ? n : 2;
 }
 
 // --init fan-in: batch-norm ops of the entry whose scale / offset (and, for
@@ -198,8 +176,9 @@ int RunVerify(const VerifyFlags& flags) {
   }
   if (!given.empty())
     options.given_inputs = std::make_shared<const std::map<int64_t, Literal>>(std::move(given));
-  options.num_partitions =
-      flags.num_partitions > 0 ? flags.num_partitions : DefaultPartitions(m);
+  // The load settled the count (--num-partitions, the mesh, the header or the
+  // shardings); a module that names no devices is checked on 2.
+  options.num_partitions = m.num_partitions() > 1 ? m.num_partitions() : 2;
   options.seed = flags.seed;
   options.propagate = !flags.no_propagate;
   options.strict = flags.strict;
@@ -269,9 +248,9 @@ const bool kRegistered = RegisterCommand(
     [](CLI::App* app) -> std::function<int()> {
       auto flags = std::make_shared<VerifyFlags>();
       app->add_option("FILE", flags->file, "HLO text file ('-' for stdin)")->required();
-      app->add_option("--num-partitions", flags->num_partitions,
-                      "Number of partitions (default: the module header's, else the "
-                      "devices its shardings name)");
+      AddNumPartitionsFlag(app, &flags->shard.num_partitions,
+                           "Number of partitions (default: the mesh's, else the module "
+                           "header's, else the devices its shardings name, else 2)");
       app->add_option("--seed", flags->seed, "Seed of the random inputs (default 0)");
       app->add_option("--init", flags->init,
                       "How the random inputs are drawn: 'uniform' (default: floats in [-1, 1]) "

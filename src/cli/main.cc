@@ -30,6 +30,11 @@ int main(int argc, char** argv) {
   CLI::App app{"meshsplit: shard an HLO program over a mesh of devices, run it, verify it"};
   app.set_version_flag("--version", std::string("meshsplit ") + MESHSPLIT_VERSION);
   app.require_subcommand(1);
+  // A usage error (unknown option, bad value) is an "error:" like every
+  // other refusal, but exits 2 where a refused input exits 1.
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    return "error: " + CLI::FailureMessage::simple(a, e);
+  });
   std::vector<std::pair<CLI::App*, std::function<int()>>> actions;
   auto registry = CommandRegistry();
   std::sort(registry.begin(), registry.end(),
@@ -42,7 +47,7 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? 0 : 1;
+    return code == 0 ? 0 : 2;
   }
   for (auto& [sub, action] : actions)
     if (sub->parsed()) return action();

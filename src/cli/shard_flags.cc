@@ -1,5 +1,5 @@
-// --shard / --mesh / --windowed-einsum-* handling shared by the commands that
-// partition.
+// --num-partitions / --shard / --mesh / --windowed-einsum-* handling shared
+// by the commands that partition.
 #include "cli/shard_flags.h"
 
 #include "import/load.h"
@@ -26,8 +26,21 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
                 "partial sums");
 }
 
+void AddNumPartitionsFlag(CLI::App* app, int64_t* n, const std::string& help) {
+  app->add_option("--num-partitions", *n, help)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            int64_t v = 0;
+            if (!CLI::detail::lexical_cast(text, v)) return "not an integer: " + text;
+            return v >= 1 ? "" : "must be at least 1 (got " + text + ")";
+          },
+          "N >= 1"));
+}
+
 CompileOptions CompileOptionsFor(const ShardFlags& flags) {
   CompileOptions options;
+  options.num_partitions = flags.num_partitions;
+  options.partition.num_partitions = flags.num_partitions;
   options.spec_path = flags.spec;
   options.mesh = flags.mesh;
   options.expand_batch_norm = !flags.keep_batch_norm;

@@ -17,6 +17,9 @@
 namespace meshsplit::cli {
 
 struct ShardFlags {
+  // --num-partitions (0: not given), declared by AddNumPartitionsFlag with
+  // the command's own help text.
+  int64_t num_partitions = 0;
   std::string spec;  // --shard: sharding spec file (docs/shard_spec.md)
   std::string mesh;  // --mesh: overrides the spec's mesh
   bool keep_batch_norm = false;  // --keep-batch-norm
@@ -26,13 +29,19 @@ struct ShardFlags {
 
 void AddShardFlags(CLI::App* app, ShardFlags* flags);
 
-// The compile options the flags ask for: the spec or mesh to apply, batch-norm
-// expansion unless --keep-batch-norm, and the windowed-einsum options; every
-// stage on, nothing else set.
+// Declares `--num-partitions N` into `*n`. N must be at least 1: 0 or a
+// negative count is a usage error (exit 2), never "not given".
+void AddNumPartitionsFlag(CLI::App* app, int64_t* n, const std::string& help);
+
+// The compile options the flags ask for: the partition count, the spec or
+// mesh to apply, batch-norm expansion unless --keep-batch-norm, and the
+// windowed-einsum options; every stage on, nothing else set. Compile()
+// settles the partition count from them (compiler/partition_count.h).
 CompileOptions CompileOptionsFor(const ShardFlags& flags);
 
 // Loads the module and runs the pipeline's front passes (apply-spec,
-// expand-batch-norm) on it, as CompileOptionsFor(flags) asks.
+// expand-batch-norm) on it, as CompileOptionsFor(flags) asks; the module
+// comes back with its partition count settled.
 StatusOr<std::unique_ptr<Module>> LoadShardedModule(const std::string& path,
                                                     const ShardFlags& flags);
 

@@ -2,6 +2,7 @@
 // pass from the table in turn, then the partitioner beside the input.
 #include "compiler/compile.h"
 
+#include "compiler/partition_count.h"
 #include "compiler/passes.h"
 #include "import/load.h"
 #include "import/shardy_input.h"
@@ -29,12 +30,33 @@ Status Compile(Module& module, const CompileOptions& options, CompileResult* res
     out.failed_pass = pass;
     return status;
   };
-  for (const std::string& name : PipelinePasses(options)) {
-    if (name == "propagate" && options.num_partitions > 0)
-      module.set_num_partitions(options.num_partitions);
+  if (options.num_partitions < 0)
+    return Status::Error("the number of partitions must be at least 1 (got " +
+                         std::to_string(options.num_partitions) + ")");
+  out.declared_partitions = module.num_partitions();
+  const std::vector<std::string> passes = PipelinePasses(options);
+  // The partition count is settled once, after the spec (whose mesh sets it
+  // and was checked against options.num_partitions) and before anything that
+  // reads it: the options', else the header's or the mesh's, else the
+  // shardings'.
+  auto settle = [&] {
+    if (options.num_partitions > 0) module.set_num_partitions(options.num_partitions);
+    DerivePartitionCount(module, options.num_partitions);
+  };
+  if (passes.empty() || passes.front() != "apply-spec") settle();
+  // Only a pipeline that partitions needs every tiled sharding to span the
+  // count (propagation alone, like XLA's, reads a smaller tile assignment as
+  // given). Checked before propagation, on the shardings the user wrote.
+  bool covered = options.until != CompileStage::kPartitioned;
+  for (const std::string& name : passes) {
+    if ((name == "propagate" || name == "partition") && !covered) {
+      const int64_t n = options.partition.num_partitions > 0 ? options.partition.num_partitions
+                                                             : module.num_partitions();
+      if (Status st = CheckShardingsCoverPartitions(module, n); !st.ok()) return fail(name, st);
+      covered = true;
+    }
     if (name == "partition") {
       // Built beside the input, which the report and verify still read.
-      if (options.num_partitions > 0) module.set_num_partitions(options.num_partitions);
       StatusOr<std::unique_ptr<Module>> partitioned = PartitionModule(module, options.partition);
       if (!partitioned.ok()) return fail(name, partitioned.status());
       if (options.verify_output) {
@@ -49,9 +71,8 @@ Status Compile(Module& module, const CompileOptions& options, CompileResult* res
     const PassInfo* info = FindPass(name);
     StatusOr<bool> changed = info->create(options, &out)->Run(module);
     if (!changed.ok()) return fail(name, changed.status());
+    if (name == "apply-spec") settle();
   }
-  if (options.until != CompileStage::kPartitioned && options.num_partitions > 0)
-    module.set_num_partitions(options.num_partitions);
   return Status::Ok();
 }
 

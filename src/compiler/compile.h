@@ -54,7 +54,10 @@ struct CompileOptions {
   // note on stderr when any was expanded.
   bool expand_batch_norm = false;
 
-  // The module's num_partitions is set to this before propagation when > 0.
+  // The partition count (--num-partitions) when > 0; it must equal the mesh's
+  // device count when there is a mesh. 0: the mesh's, else the header's, else
+  // the count the shardings name (compiler/partition_count.h). Settled before
+  // the verify pass; tiled shardings must then span exactly that many devices.
   int64_t num_partitions = 0;
 
   // propagate: sharding propagation with these options. Ops without a rule
@@ -81,6 +84,12 @@ struct CompileResult {
   std::unique_ptr<Module> partitioned;
   // Where every propagated sharding came from (empty without propagation).
   PropagationReport propagation;
+  // The module's num_partitions as it came in (its header's), before the
+  // options and the mesh settled it.
+  int64_t declared_partitions = 1;
+  // The mesh apply-spec applied ("data=2,model=4"; empty without a spec or
+  // --mesh).
+  std::string mesh;
   // The pass that failed, when Compile returned an error ("apply-spec",
   // "verify", "expand-batch-norm", "propagate", "partition").
   std::string failed_pass;

@@ -35,20 +35,34 @@ StatusOr<bool> VerifyIr(Module& module) {
 }
 
 // The spec in memory, else the spec file (whose rules that match nothing are
-// warned about), else --mesh alone, which only sets the partition count.
-StatusOr<bool> ApplySpec(Module& module, const CompileOptions& o) {
+// warned about), else --mesh alone, which only sets the partition count. The
+// mesh's size is the partition count: a different options.num_partitions is
+// an error, not a silent choice of one of them.
+StatusOr<bool> ApplySpec(Module& module, const CompileOptions& o, CompileResult* result) {
+  Mesh mesh;
+  std::string from;
   if (o.spec != nullptr) {
     MS_RETURN_IF_ERROR(ApplyShardSpec(module, *o.spec).status());
-    return true;
+    mesh = o.spec->mesh;
+    from = "the spec's mesh";
+  } else if (!o.spec_path.empty()) {
+    MS_ASSIGN_OR_RETURN(mesh, ApplyShardSpec(module, o.spec_path, o.mesh));
+    from = o.mesh.empty() ? "the mesh of " + o.spec_path : "--mesh";
+  } else if (!o.mesh.empty()) {
+    auto parsed = Mesh::Parse(o.mesh);
+    if (!parsed.ok()) return Status::Error("--mesh: " + parsed.status().message());
+    mesh = std::move(parsed).value();
+    module.set_num_partitions(mesh.num_devices());
+    from = "--mesh";
+  } else {
+    return false;
   }
-  if (!o.spec_path.empty()) {
-    MS_RETURN_IF_ERROR(ApplyShardSpec(module, o.spec_path, o.mesh));
-    return true;
-  }
-  if (o.mesh.empty()) return false;
-  auto mesh = Mesh::Parse(o.mesh);
-  if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());
-  module.set_num_partitions(mesh->num_devices());
+  if (o.num_partitions > 0 && o.num_partitions != mesh.num_devices())
+    return Status::Error("--num-partitions " + std::to_string(o.num_partitions) +
+                         " differs from the " + std::to_string(mesh.num_devices()) +
+                         " devices of " + from + " (" + mesh.ToString() +
+                         "); give a mesh of that many devices, or leave --num-partitions out");
+  if (result != nullptr) result->mesh = mesh.ToString();
   return true;
 }
 
@@ -98,7 +112,7 @@ const std::vector<PassInfo>& PassTable() {
   using R = CompileResult*;
   static const std::vector<PassInfo> table = {
       Entry("apply-spec", "apply the sharding spec (--shard) or mesh (--mesh) to the module",
-            [](Module& m, O o, R) { return ApplySpec(m, o); }),
+            [](Module& m, O o, R r) { return ApplySpec(m, o, r); }),
       Entry("verify", "check shapes, operands and shardings (changes nothing)",
             [](Module& m, O, R) { return VerifyIr(m); }),
       Entry("expand-batch-norm", "rewrite batch-norm ops into reductions and elementwise ops",

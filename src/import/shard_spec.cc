@@ -429,8 +429,8 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
   return report;
 }
 
-Status ApplyShardSpec(Module& module, const std::string& path,
-                      const std::string& mesh_override) {
+StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
+                              const std::string& mesh_override) {
   std::ifstream in(path);
   if (!in) return Status::Error(path + ": cannot open sharding spec");
   std::stringstream ss;
@@ -454,7 +454,7 @@ Status ApplyShardSpec(Module& module, const std::string& path,
       std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor"
                 << DidYouMean(m, names) << "\n";
   }
-  return Status::Ok();
+  return spec.mesh;
 }
 
 }  // namespace meshsplit

@@ -63,8 +63,8 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec);
 
 // Reads `path`, applies it (a non-empty `mesh_override`, "data=2,model=4",
 // replaces the file's mesh) and prints a warning on stderr for each rule that
-// matched nothing.
-Status ApplyShardSpec(Module& module, const std::string& path,
-                      const std::string& mesh_override = "");
+// matched nothing. Returns the mesh applied.
+StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
+                              const std::string& mesh_override = "");
 
 }  // namespace meshsplit

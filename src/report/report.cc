@@ -121,12 +121,12 @@ Status BuildReport(std::unique_ptr<Module> loaded, const ReportOptions& options,
   d.original = std::move(loaded);
   Module& module = *d.original;
   d.input_partitioned = options.partitioned || IsPartitionerOutput(module);
-  if (d.input_partitioned && options.num_partitions > 0 &&
-      options.num_partitions != module.num_partitions())
+  const int64_t declared =
+      options.declared_partitions > 0 ? options.declared_partitions : module.num_partitions();
+  if (d.input_partitioned && options.num_partitions > 0 && options.num_partitions != declared)
     return Status::Error(
         "--num-partitions " + std::to_string(options.num_partitions) +
-        " differs from the partitioned input's num_partitions=" +
-        std::to_string(module.num_partitions()));
+        " differs from the partitioned input's num_partitions=" + std::to_string(declared));
   if (options.num_partitions > 0) module.set_num_partitions(options.num_partitions);
   d.num_partitions = module.num_partitions();
   // The mesh: the one given, else the module header's (named

@@ -38,6 +38,10 @@ struct ReportData {
 struct ReportOptions {
   std::string file;            // the input's name, as given
   int64_t num_partitions = 0;  // 0: the module's
+  // The input's num_partitions as declared in its header, when the load path
+  // already set the module's to `num_partitions` (0: the module's). A
+  // partitioned input cannot be costed for another count.
+  int64_t declared_partitions = 0;
   bool propagate = true;
   // The input is a partitioned program (also detected from the causes the
   // partitioner records).

@@ -111,9 +111,9 @@ void CheckGpt2(const std::string& spec) {
   if (spec.empty()) {
     result = RunEntry(*module, std::move(inputs));
   } else {
-    Status applied =
+    StatusOr<Mesh> applied =
         ApplyShardSpec(*module, std::string(MESHSPLIT_SOURCE_DIR) + "/examples/gpt2/" + spec);
-    ASSERT_TRUE(applied.ok()) << applied.message();
+    ASSERT_TRUE(applied.ok()) << applied.status().message();
     ASSERT_GT(module->num_partitions(), 1);
     SpmdRunRequest request;
     request.num_partitions = module->num_partitions();
