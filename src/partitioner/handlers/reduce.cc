@@ -33,8 +33,9 @@ Status HandleReduce(SpmdContext& ctx, const Instruction& instr) {
   if (in.sharding.IsTiled())
     for (int64_t d : reduced)
       if (in.sharding.TileDim(d) > 1) tiled_reduced.push_back(d);
-  if (n_in == 1 && !tiled_reduced.empty() && !in.sharding.HasManualSubgroup() &&
-      !out0.IsManual()) {
+  // In a partially manual region the groups along the reduced data dims lie
+  // inside one manual subgroup each, so the same rule applies there.
+  if (n_in == 1 && !tiled_reduced.empty() && !out0.IsManual()) {
     Instruction* x = MaskPadding(ctx.b, in, reduced, inits[0]);
     Sharding partial = ProjectSharding(in.sharding, kept);
     Shape local = LocalShape(instr.shape(), partial);
