@@ -17,8 +17,12 @@ int64_t FloorDiv(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
 }
 
+// Partially manual shardings are usable: every path below keeps the
+// subgroups (ProjectSharding, ReplicateDims), its halo exchanges and
+// partial sums run along data dims only, and Reshard moves data only inside
+// each manual subgroup.
 bool Usable(const Sharding& s) {
-  return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);
+  return s.IsTiled() && !HasUnreduced(s);
 }
 
 // The result tiles spatial dims: lhs windows by halo exchange, local
