@@ -83,7 +83,7 @@ Module Load(const std::string& path) {
 Module Parse(const std::string& text, const std::string& name) {
   if (text.empty()) throw Error("error: " + name + ": empty module text");
   auto file = std::make_shared<SourceFile>(SourceFile{name, text});
-  return ModuleAccess::Make(Unwrap(ParseModule(file)), name);
+  return ModuleAccess::Make(Unwrap(ParseHloText(file)), name);
 }
 
 // --- ShardSpec ------------------------------------------------------------------

@@ -5,7 +5,6 @@
 #include "compiler/partition_count.h"
 #include "compiler/passes.h"
 #include "import/load.h"
-#include "import/shardy_input.h"
 #include "ir/verifier.h"
 
 namespace meshsplit {
@@ -85,8 +84,6 @@ StatusOr<CompileResult> Compile(Module& module, const CompileOptions& options) {
 StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options,
                                     std::unique_ptr<Module>* module) {
   MS_ASSIGN_OR_RETURN(*module, LoadModule(path));
-  MS_RETURN_IF_ERROR(
-      CheckShardyInput(**module, options.propagation.strict || options.partition.strict));
   return Compile(**module, options);
 }
 

@@ -107,10 +107,9 @@ Status Compile(Module& module, const CompileOptions& options, CompileResult* res
 // As above, returning the result (the failed pass is lost).
 StatusOr<CompileResult> Compile(Module& module, const CompileOptions& options);
 
-// Loads `path` (HLO text, or ONNX by extension; import/load.h), checks it
-// for Shardy-era shardings it would ignore (import/shardy_input.h: a warning,
-// an error under either `strict`) and runs the pipeline up to
-// `options.until` on it; the module comes back in `module`.
+// Loads `path` (HLO text with GSPMD or Shardy shardings, or ONNX;
+// import/load.h) and runs the pipeline up to `options.until` on it; the
+// module comes back in `module`.
 StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options,
                                     std::unique_ptr<Module>* module);
 

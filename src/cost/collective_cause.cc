@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "ir/attribute_text.h"
 #include "ir/opcode.h"
 
 namespace meshsplit {
@@ -121,43 +122,9 @@ const std::string* Lookup(const std::vector<std::pair<std::string, std::string>>
 
 std::vector<std::pair<std::string, std::string>> FrontendAttributes(
     const Instruction& instr) {
-  std::vector<std::pair<std::string, std::string>> out;
   const std::string* text = instr.attrs().FindExtra("frontend_attributes");
-  if (text == nullptr) return out;
-  // {key="value",key2="value2"}; keys are identifiers, values quoted with
-  // backslash escapes.
-  const std::string& t = *text;
-  size_t p = 0;
-  auto skip_space = [&] {
-    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t')) ++p;
-  };
-  skip_space();
-  if (p >= t.size() || t[p] != '{') return {};
-  ++p;
-  while (true) {
-    skip_space();
-    if (p < t.size() && t[p] == '}') return out;
-    size_t k = p;
-    while (p < t.size() && t[p] != '=' && t[p] != ',' && t[p] != '}') ++p;
-    if (p >= t.size() || t[p] != '=') return {};
-    std::string key = t.substr(k, p - k);
-    while (!key.empty() && key.back() == ' ') key.pop_back();
-    ++p;
-    skip_space();
-    if (p >= t.size() || t[p] != '"') return {};
-    ++p;
-    std::string value;
-    while (p < t.size() && t[p] != '"') {
-      if (t[p] == '\\' && p + 1 < t.size()) ++p;
-      value += t[p++];
-    }
-    if (p >= t.size()) return {};
-    ++p;
-    out.emplace_back(std::move(key), std::move(value));
-    skip_space();
-    if (p < t.size() && t[p] == ',') ++p;
-    else if (p >= t.size() || t[p] != '}') return {};
-  }
+  if (text == nullptr) return {};
+  return ParseFrontendAttributes(*text).value_or(FrontendAttributePairs{});
 }
 
 std::string CollectiveCause::ToString() const {

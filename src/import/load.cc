@@ -1,6 +1,7 @@
 // Dispatches module loading on the file extension (see load.h).
 #include "import/load.h"
 
+#include "import/shardy_input.h"
 #include "ir/verifier.h"
 #include "text/parser.h"
 #ifdef MESHSPLIT_HAVE_ONNX
@@ -100,10 +101,18 @@ StatusOr<std::unique_ptr<Module>> ReadModule(const std::string& path) {
                "HLO text instead: from JAX, run with XLA_FLAGS=--xla_dump_to=DIR and take "
                "DIR/*.before_optimizations.txt, or print "
                "jax.jit(f).lower(...).as_text(dialect=\"hlo\")");
-  return ParseModule(std::move(file));
+  return ParseHloText(std::move(file));
 }
 
 }  // namespace
+
+StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ParseModule(std::move(file)));
+  // Shardy-era HLO (JAX's default) carries its shardings as xla.sdy.*
+  // attributes; lowered here, every command reads them.
+  MS_RETURN_IF_ERROR(ImportShardy(*module).status());
+  return module;
+}
 
 StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ReadModule(path));

@@ -7,15 +7,22 @@
 #include <vector>
 
 #include "ir/module.h"
+#include "support/source_loc.h"
 #include "support/status.h"
 
 namespace meshsplit {
 
 // Loads `path`: `*.onnx` goes through ImportOnnxFile, anything else is parsed
-// as HLO text; then runs the IR verifier (ir/verifier.h), so no command works
+// as HLO text and its Shardy shardings, if any, lowered (ImportShardy,
+// import/shardy_input.h); then runs the IR verifier (ir/verifier.h), so no command works
 // on a module whose shapes, attributes or shardings are inconsistent. Errors
 // name the file (and the line, when there is one).
 StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
+
+// HLO text to a module: the parser, then the Shardy reader. What LoadModule
+// does for a text file (without the verifier), for callers holding the text
+// (the Python binding's `parse`).
+StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file);
 
 // True when this build has the ONNX importer (libonnx + protobuf found).
 bool HaveOnnxImporter();

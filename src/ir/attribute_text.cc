@@ -107,4 +107,53 @@ StatusOr<std::vector<int64_t>> ReadIntListAttribute(const Instruction& instr,
   return list;
 }
 
+std::optional<FrontendAttributePairs> ParseFrontendAttributes(std::string_view t) {
+  FrontendAttributePairs out;
+  size_t p = 0;
+  auto skip_space = [&] {
+    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t')) ++p;
+  };
+  skip_space();
+  if (p >= t.size() || t[p] != '{') return std::nullopt;
+  ++p;
+  while (true) {
+    skip_space();
+    if (p < t.size() && t[p] == '}') return out;
+    size_t k = p;
+    while (p < t.size() && t[p] != '=' && t[p] != ',' && t[p] != '}') ++p;
+    if (p >= t.size() || t[p] != '=') return std::nullopt;
+    std::string key(t.substr(k, p - k));
+    while (!key.empty() && key.back() == ' ') key.pop_back();
+    ++p;
+    skip_space();
+    if (p >= t.size() || t[p] != '"') return std::nullopt;
+    ++p;
+    std::string value;
+    while (p < t.size() && t[p] != '"') {
+      if (t[p] == '\\' && p + 1 < t.size()) ++p;
+      value += t[p++];
+    }
+    if (p >= t.size()) return std::nullopt;
+    ++p;
+    out.emplace_back(std::move(key), std::move(value));
+    skip_space();
+    if (p < t.size() && t[p] == ',') ++p;
+    else if (p >= t.size() || t[p] != '}') return std::nullopt;
+  }
+}
+
+std::string FormatFrontendAttributes(const FrontendAttributePairs& pairs) {
+  std::string out = "{";
+  for (const auto& [key, value] : pairs) {
+    if (out.size() > 1) out += ",";
+    out += key + "=\"";
+    for (char c : value) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += "\"";
+  }
+  return out + "}";
+}
+
 }  // namespace meshsplit

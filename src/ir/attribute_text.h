@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <string_view>
 #include <vector>
 
@@ -32,5 +34,13 @@ StatusOr<std::vector<int64_t>> ParseIntListAttribute(std::string_view name, std:
 // list, as `{}` would be.
 StatusOr<std::vector<int64_t>> ReadIntListAttribute(const Instruction& instr,
                                                     const std::string& name);
+
+// The key="value" pairs of a frontend_attributes text `{k="v", k2="v2"}`
+// in order, the values unescaped (a backslash takes the next character
+// literally, as for `\"` and `\\`); nullopt when the text has another form.
+using FrontendAttributePairs = std::vector<std::pair<std::string, std::string>>;
+std::optional<FrontendAttributePairs> ParseFrontendAttributes(std::string_view text);
+// The inverse: `{k="v",...}` with quotes and backslashes escaped.
+std::string FormatFrontendAttributes(const FrontendAttributePairs& pairs);
 
 }  // namespace meshsplit

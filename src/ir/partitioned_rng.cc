@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 
+#include "ir/attribute_text.h"
+
 namespace meshsplit {
 namespace {
 
@@ -12,37 +14,14 @@ constexpr char kDistributionKey[] = "ms_rng_distribution";
 constexpr char kGlobalDimsKey[] = "ms_rng_global_dims";
 constexpr char kNameKey[] = "ms_rng_name";
 
-// The key="value" pairs of a `{...}` frontend_attributes text (values with
-// backslash escapes), or nullopt when it does not have that form.
+// The key="value" pairs of a `{...}` frontend_attributes text as a map (a
+// repeated key: the last), or nullopt when it does not have that form.
 std::optional<std::map<std::string, std::string>> ParsePairs(const std::string& t) {
+  std::optional<FrontendAttributePairs> pairs = ParseFrontendAttributes(t);
+  if (!pairs) return std::nullopt;
   std::map<std::string, std::string> out;
-  size_t p = 0;
-  auto space = [&] {
-    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t' || t[p] == ',')) ++p;
-  };
-  space();
-  if (p >= t.size() || t[p] != '{') return std::nullopt;
-  ++p;
-  while (true) {
-    space();
-    if (p >= t.size()) return std::nullopt;
-    if (t[p] == '}') return out;
-    size_t k = p;
-    while (p < t.size() && t[p] != '=' && t[p] != '}' && t[p] != ',') ++p;
-    if (p >= t.size() || t[p] != '=') return std::nullopt;
-    std::string key = t.substr(k, p - k);
-    ++p;
-    if (p >= t.size() || t[p] != '"') return std::nullopt;
-    ++p;
-    std::string value;
-    while (p < t.size() && t[p] != '"') {
-      if (t[p] == '\\' && p + 1 < t.size()) ++p;
-      value += t[p++];
-    }
-    if (p >= t.size()) return std::nullopt;
-    ++p;
-    out[key] = value;
-  }
+  for (auto& [k, v] : *pairs) out[k] = std::move(v);
+  return out;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "support/check.h"
+
 namespace meshsplit {
 namespace {
 
@@ -204,9 +206,9 @@ StatusOr<Sharding> MeshSplit(
                          " dims but the tensor has rank " +
                          std::to_string(rank));
   std::vector<bool> used(mesh.num_axes(), false);
-  std::vector<int64_t> perm, dims;
+  std::vector<std::vector<int64_t>> indices;
   for (const auto& axes : dims_axes) {
-    int64_t tiles = 1;
+    indices.emplace_back();
     for (const std::string& name : axes) {
       std::optional<int64_t> a = mesh.AxisIndex(name);
       if (!a)
@@ -216,20 +218,44 @@ StatusOr<Sharding> MeshSplit(
         return Status::Error("mesh_split uses mesh axis '" + name +
                              "' more than once");
       used[*a] = true;
-      perm.push_back(*a);
-      tiles *= mesh.axes()[*a].size;
+      indices.back().push_back(*a);
+    }
+  }
+  return TileOverMeshAxes(mesh.devices(), indices);
+}
+
+Sharding TileOverMeshAxes(const TileAssignment& devices,
+                          const std::vector<std::vector<int64_t>>& dims_axes,
+                          const std::vector<int64_t>& manual_axes) {
+  const int64_t num_axes = devices.num_dimensions();
+  std::vector<bool> used(num_axes, false);
+  std::vector<int64_t> perm, dims;
+  auto take = [&](const std::vector<int64_t>& axes) {
+    int64_t tiles = 1;
+    for (int64_t a : axes) {
+      MS_CHECK(a >= 0 && a < num_axes && !used[a]);
+      used[a] = true;
+      perm.push_back(a);
+      tiles *= devices.dim(a);
     }
     dims.push_back(tiles);
+  };
+  for (const auto& axes : dims_axes) take(axes);
+  std::vector<SubgroupType> types;
+  if (!manual_axes.empty()) {
+    take(manual_axes);
+    types.push_back(SubgroupType::kManual);
   }
   int64_t replicated = 1;
-  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+  for (int64_t a = 0; a < num_axes; ++a)
     if (!used[a]) {
       perm.push_back(a);
-      replicated *= mesh.axes()[a].size;
+      replicated *= devices.dim(a);
     }
   dims.push_back(replicated);
-  TileAssignment tiles = mesh.devices().Transpose(perm).Reshape(dims);
-  return Sharding::Subgroup(std::move(tiles), {SubgroupType::kReplicated});
+  types.push_back(SubgroupType::kReplicated);
+  TileAssignment tiles = devices.Transpose(perm).Reshape(dims);
+  return Sharding::Subgroup(std::move(tiles), std::move(types));
 }
 
 StatusOr<Sharding> MeshSplit(

@@ -57,6 +57,15 @@ class Mesh {
 StatusOr<Sharding> MeshSplit(const Mesh& mesh,
                              const std::vector<std::vector<std::string>>& dims_axes,
                              int64_t rank);
+// The lowering behind MeshSplit (and the Shardy reader, import/shardy_input):
+// `devices` holds a mesh's device ids with one dim per axis; tensor dim i is
+// split over the axes `dims_axes[i]` (indices into devices' dims, major
+// first); the axes in `manual_axes` form a manual subgroup and every other
+// axis a replicated one. REQUIRES: each axis index valid and used at most
+// once over dims_axes and manual_axes.
+Sharding TileOverMeshAxes(const TileAssignment& devices,
+                          const std::vector<std::vector<int64_t>>& dims_axes,
+                          const std::vector<int64_t>& manual_axes = {});
 // One axis (or none) per dim, by name.
 StatusOr<Sharding> MeshSplit(const Mesh& mesh,
                              const std::vector<std::optional<std::string>>& dims_mapping,

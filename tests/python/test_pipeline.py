@@ -215,3 +215,15 @@ def test_autoshard_arguments(mlp):
     assert plan.spec.mesh == mesh and plan.spec.rules == {}
     with pytest.raises(ms.Error, match="budget must be at least 1"):
         ms.autoshard(mlp, mesh, budget=0)
+
+
+def test_parse_reads_shardy_shardings(cli):
+    # What jax.jit(f).lower(x).as_text(dialect="hlo") gives with Shardy on:
+    # ms.parse lowers it as loading a file does (docs/inputs.md).
+    text = SOURCE_DIR / "tests" / "golden" / "shardy" / "mlp.hlo"
+    m = ms.parse(text.read_text(), "mlp.hlo")
+    assert m.num_partitions == 4
+    assert "xla.sdy" not in m.text and "mesh={data=2,model=2}" in m.text
+    r = ms.verify(m, seed=2)
+    assert r.ok, r.message
+    assert ms.partition(m).text == cli("partition", text).stdout
