@@ -23,9 +23,11 @@ bool TrivialWindow(const WindowDimension& w) {
          w.base_dilation == 1 && w.window_dilation == 1 && !w.window_reversal;
 }
 
-// Tiled, no manual or unreduced parts: a layout the halo code understands.
+// Tiled, no unreduced part: a layout the halo code understands. Manual
+// subgroups are fine: halos move along data dims only, so they stay inside
+// each manual subgroup.
 bool Usable(const Sharding& s) {
-  return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);
+  return s.IsTiled() && !HasUnreduced(s);
 }
 
 // The computation's root is `op(param0, param1)` (or compare with a
