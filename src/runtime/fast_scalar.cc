@@ -144,7 +144,8 @@ std::optional<ScalarProgram> ScalarProgram::Compile(const Computation& c) {
       const Shape& os = in->operand(i)->shape();
       if (!os.IsArray() || os.rank() != 0) return std::nullopt;
     }
-    auto opnd = [&](int i) { return reg.at(in->operand(i)); };
+    // An init-capture: clang 15 cannot capture a structured binding.
+    auto opnd = [&reg, in = in](int i) { return reg.at(in->operand(i)); };
     PrimitiveType t = st.type;
     PrimitiveType t0 = in->operand_count() > 0 ? in->operand(0)->shape().element_type() : t;
     st.in_type = t0;

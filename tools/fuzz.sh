@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Runs the libFuzzer targets of the asan-ubsan build (tests/fuzz/targets,
+# docs/fuzzing.md) over seed corpora gathered from tests/, examples/ and,
+# when present, ../shared.
+#
+#   tools/fuzz.sh [--runs N | --seconds S] [--seed K] [--ci] [TARGET...]
+#
+# Default: every target for 600 s each (--seconds), seeds from tests/,
+# examples/ and ../shared; the inputs libFuzzer finds new coverage with are
+# kept in build/asan-ubsan/fuzz/corpus/TARGET and reused by the next run.
+# --ci (the bounded run meant for CI): seeds from tests/ and examples/ only, a fresh
+# corpus, --runs 3000 with --seed 1 unless given. Crash inputs are written to
+# build/asan-ubsan/fuzz/artifacts/TARGET/. Prints one line per target (runs
+# executed, seconds, crashes) and exits 1 when any target crashed.
+# Builds the targets first unless MESHSPLIT_FUZZ_NO_BUILD=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+build=build/asan-ubsan
+runs=""
+seconds=""
+seed=1
+ci=0
+targets=()
+while (($#)); do
+  case $1 in
+    --runs) runs=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --ci) ci=1; shift ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -*) echo "fuzz.sh: error: unknown option $1" >&2; exit 2 ;;
+    *) targets+=("$1"); shift ;;
+  esac
+done
+if [[ -z $runs && -z $seconds ]]; then
+  if ((ci)); then runs=3000; else seconds=600; fi
+fi
+all=(fuzz_hlo_parser fuzz_propagate fuzz_partition fuzz_shard_spec fuzz_npy fuzz_onnx)
+((${#targets[@]})) || targets=("${all[@]}")
+
+if [[ ${MESHSPLIT_FUZZ_NO_BUILD:-0} != 1 ]]; then
+  cmake --preset asan-ubsan >/dev/null
+  cmake --build --preset asan-ubsan -j "$(nproc)" --target fuzz_targets
+fi
+
+shared=$root/../shared
+work=$build/fuzz
+mkdir -p "$work"
+
+# seeds TARGET DIR: fills DIR with the seed inputs of TARGET (copies, small
+# files only: libFuzzer mutates whole inputs, a megabyte seed makes every
+# execution slow).
+seeds() {
+  local target=$1 dir=$2 f
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  local roots=(tests examples)
+  ((ci)) || { [[ -d $shared ]] && roots+=("$shared"); }
+  case $target in
+    fuzz_hlo_parser|fuzz_propagate|fuzz_partition)
+      find "${roots[@]}" -name '*.hlo' -size -64k -print0 ;;
+    fuzz_shard_spec)
+      find "${roots[@]}" -name '*.json' -size -16k -print0 ;;
+    fuzz_npy)
+      find "${roots[@]}" -name '*.npy' -size -64k -print0 ;;
+    fuzz_onnx)
+      for f in tests/fuzz/seeds/onnx/*.txtpb; do
+        protoc --encode=onnx.ModelProto -I/usr/include/onnx /usr/include/onnx/onnx.proto \
+          < "$f" > "$dir/$(basename "$f" .txtpb).onnx"
+      done
+      ((ci)) || find "$shared/models/onnx" -name '*.onnx' -size -4M -print0 2>/dev/null ;;
+  esac | while IFS= read -r -d '' f; do
+    cp "$f" "$dir/$(echo "$f" | tr '/' '_')"
+  done
+}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:allocator_may_return_null=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+status=0
+summary=()
+for t in "${targets[@]}"; do
+  bin=$build/tests/fuzz/targets/$t
+  if [[ ! -x $bin ]]; then
+    summary+=("$t: not built (fuzz_onnx needs libonnx-dev)")
+    continue
+  fi
+  seed_dir=$work/seeds/$t
+  seeds "$t" "$seed_dir"
+  corpus=$work/corpus/$t
+  ((ci)) && rm -rf "$corpus"
+  artifacts=$work/artifacts/$t
+  mkdir -p "$corpus" "$artifacts"
+  limit=()
+  [[ -n $runs ]] && limit+=(-runs="$runs")
+  [[ -n $seconds ]] && limit+=(-max_total_time="$seconds")
+  log=$work/$t.log
+  stamp=$work/$t.start
+  touch "$stamp"
+  start=$(date +%s)
+  rc=0
+  "$bin" "$corpus" "$seed_dir" "${limit[@]}" -seed="$seed" -timeout=30 -rss_limit_mb=4096 \
+    -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1 || rc=$?
+  elapsed=$(($(date +%s) - start))
+  done_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  crashes=$(find "$artifacts" -type f -newer "$stamp" | wc -l)
+  line="$t: ${done_runs:-?} runs in ${elapsed} s, seeds $(ls "$seed_dir" | wc -l), crashes $crashes"
+  if ((rc != 0 || crashes != 0)); then
+    line+=" (exit $rc; log $log)"
+    status=1
+    grep -m1 -A12 'ERROR: \|fuzz property failed\|runtime error' "$log" >&2 || tail -20 "$log" >&2
+  fi
+  summary+=("$line")
+done
+printf 'fuzz: %s\n' "${summary[@]}"
+exit $status
