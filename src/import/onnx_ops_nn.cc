@@ -17,6 +17,12 @@ StatusOr<Instruction*> Dot(Context& ctx, Instruction* a, Instruction* b,
 Status MatMul(Context& ctx) {
   MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
   MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(1));
+  // ONNX MatMul takes no scalars (numpy.matmul neither); the batch and
+  // contraction dims below assume rank >= 1. Found by fuzz_onnx.
+  if (!a->shape().IsArray() || !b->shape().IsArray() || a->shape().rank() == 0 ||
+      b->shape().rank() == 0)
+    return ctx.Error("MatMul operands must have rank at least 1 (got " +
+                     a->shape().ToString(false) + " and " + b->shape().ToString(false) + ")");
   bool a_vec = a->shape().rank() == 1, b_vec = b->shape().rank() == 1;
   if (a_vec) { MS_ASSIGN_OR_RETURN(a, ctx.Reshape(a, {1, a->shape().dimensions(0)})); }
   if (b_vec) { MS_ASSIGN_OR_RETURN(b, ctx.Reshape(b, {b->shape().dimensions(0), 1})); }
