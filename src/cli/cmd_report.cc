@@ -85,6 +85,17 @@ void PrintText(const ReportData& d, std::ostream& os) {
     os << "  " << h.name << " " << h.shape << " " << HumanBytes(h.bytes)
        << (h.is_parameter ? " (parameter)" : "") << "\n";
   }
+  for (const PipelineSchedule& p : d.pipeline.loops) {
+    os << "\npipeline: loop %" << p.loop << ", " << p.layers << " layers on " << p.stages
+       << " stages (" << p.layers_per_stage << " each), " << p.microbatches << " microbatches, "
+       << p.schedule << " schedule, " << p.ticks << " ticks, bubble "
+       << static_cast<int>(p.bubble_fraction * 1000 + 0.5) / 10.0 << "%\n";
+    for (size_t s = 0; s < p.table.size(); ++s) {
+      os << "  stage " << s << " |";
+      for (const std::string& a : p.table[s]) os << " " << (a.empty() ? std::string("..") : a);
+      os << "\n";
+    }
+  }
   for (const std::string& n : d.per_device.notes) os << "note: " << n << "\n";
 }
 
@@ -106,6 +117,9 @@ int RunReport(const ReportCliOptions& opts) {
   // The mesh given (--mesh, else the spec's), checked against
   // --num-partitions by the load.
   ropts.mesh = loaded->mesh;
+  StatusOr<std::optional<PipelineRequest>> pipeline = RequestedPipeline(load);
+  if (!pipeline.ok()) return ReportError(pipeline.status());
+  ropts.pipeline = *pipeline;
   ReportData d;
   if (Status st = BuildReport(std::move(module), ropts, &d); !st.ok()) return ReportError(st);
 

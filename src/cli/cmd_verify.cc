@@ -183,7 +183,12 @@ int RunVerify(const VerifyFlags& flags) {
   options.propagate = !flags.no_propagate;
   options.strict = flags.strict;
   options.stub_opaque_custom_calls = flags.stub_opaque_custom_calls;
-  options.partition = CompileOptionsFor(flags.shard).partition;
+  const CompileOptions compile = CompileOptionsFor(flags.shard);
+  options.partition = compile.partition;
+  StatusOr<std::optional<PipelineRequest>> pipeline = RequestedPipeline(compile);
+  if (!pipeline.ok()) return ReportError(pipeline.status());
+  options.pipeline = *pipeline;
+  if (options.pipeline) options.pipeline->fill_nan = true;
   // --backend mpi: every rank computes the same verdict (rank 0 judges and
   // shares it); only rank 0 prints.
   bool print = true;

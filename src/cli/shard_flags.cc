@@ -3,6 +3,7 @@
 #include "cli/shard_flags.h"
 
 #include "import/load.h"
+#include "import/pipeline_spec.h"
 
 namespace meshsplit::cli {
 
@@ -13,6 +14,13 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
                   "Device mesh 'data=2,model=4' (overrides the spec's mesh)");
   app->add_flag("--keep-batch-norm", flags->keep_batch_norm,
                 "Keep batch-norm ops fused (they are then replicated: no rule partitions them)");
+  app->add_option("--pipeline", flags->pipeline,
+                  "Pipeline the layer loops: axis=stage,microbatches=8[,schedule=gpipe]"
+                  "[,batch_dim=0][,loops=a;b] (docs/pipeline.md; overrides the spec's key)")
+      ->check([](const std::string& text) {
+        auto parsed = ParsePipelineFlag(text);
+        return parsed.ok() ? std::string() : parsed.status().message();
+      });
   PartitionOptions& w = flags->windowed_einsum;
   app->add_option("--windowed-einsum-threshold", w.windowed_einsum_threshold_bytes,
                   "Windowed einsum: loop over shards with collective-permute instead of "
@@ -44,6 +52,10 @@ CompileOptions CompileOptionsFor(const ShardFlags& flags) {
   options.spec_path = flags.spec;
   options.mesh = flags.mesh;
   options.expand_batch_norm = !flags.keep_batch_norm;
+  if (!flags.pipeline.empty()) {
+    auto parsed = ParsePipelineFlag(flags.pipeline);  // checked when the flag was read
+    if (parsed.ok()) options.pipeline = *parsed;
+  }
   const PartitionOptions& w = flags.windowed_einsum;
   options.partition.windowed_einsum_threshold_bytes = w.windowed_einsum_threshold_bytes;
   options.partition.max_windowed_einsum_iterations = w.max_windowed_einsum_iterations;

@@ -23,6 +23,7 @@ struct ShardFlags {
   std::string spec;  // --shard: sharding spec file (docs/shard_spec.md)
   std::string mesh;  // --mesh: overrides the spec's mesh
   bool keep_batch_norm = false;  // --keep-batch-norm
+  std::string pipeline;  // --pipeline axis=stage,microbatches=8,... (docs/pipeline.md)
   // --windowed-einsum-*: the partitioner's windowed-einsum options.
   PartitionOptions windowed_einsum;
 };

@@ -9,6 +9,36 @@
 
 namespace meshsplit {
 
+StatusOr<std::optional<PipelineRequest>> RequestedPipeline(const CompileOptions& o) {
+  std::optional<PipelineSpec> spec = o.pipeline;
+  Mesh mesh;
+  bool has_mesh = false;
+  if (o.spec != nullptr) {
+    if (!spec) spec = o.spec->pipeline;
+    mesh = o.spec->mesh;
+    has_mesh = o.spec->has_mesh;
+  } else if (!o.spec_path.empty()) {
+    MS_ASSIGN_OR_RETURN(ShardSpec file, ReadShardSpec(o.spec_path, o.mesh));
+    if (!spec) spec = file.pipeline;
+    mesh = file.mesh;
+    has_mesh = file.has_mesh;
+  } else if (!o.mesh.empty()) {
+    auto parsed = Mesh::Parse(o.mesh);
+    if (!parsed.ok()) return Status::Error("--mesh: " + parsed.status().message());
+    mesh = std::move(*parsed);
+    has_mesh = true;
+  }
+  if (!spec) return std::optional<PipelineRequest>();
+  if (o.pipeline_mesh) {
+    mesh = *o.pipeline_mesh;
+    has_mesh = true;
+  }
+  if (!has_mesh)
+    return Status::Error("pipelining needs a mesh with a stage axis: give --mesh "
+                         "(e.g. --mesh " + spec->axis + "=4) or a spec with a mesh");
+  return std::optional<PipelineRequest>(PipelineRequest{*spec, std::move(mesh)});
+}
+
 std::vector<std::string> PipelinePasses(const CompileOptions& o) {
   std::vector<std::string> passes;
   if (o.spec != nullptr || !o.spec_path.empty() || !o.mesh.empty())
@@ -17,6 +47,13 @@ std::vector<std::string> PipelinePasses(const CompileOptions& o) {
   if (o.expand_batch_norm) passes.push_back("expand-batch-norm");
   if (o.until == CompileStage::kPrepared) return passes;
   if (o.propagate) passes.push_back("propagate");
+  StatusOr<std::optional<PipelineRequest>> pipeline = RequestedPipeline(o);
+  // A request that cannot be read is the pipeline pass's error to report.
+  if (!pipeline.ok() || pipeline->has_value()) {
+    passes.push_back("pipeline");
+    // The new loops and the per-stage region get their shardings.
+    if (o.propagate) passes.push_back("propagate");
+  }
   if (o.until == CompileStage::kPropagated) return passes;
   passes.push_back("partition");
   return passes;

@@ -6,6 +6,10 @@
 //
 //   apply-spec → verify → expand-batch-norm → propagate → partition
 //
+// and, when the options ask for pipelining (docs/pipeline.md),
+//
+//   ... → propagate → pipeline → propagate → partition
+//
 // (the spec comes first because it sets the partition count the verifier
 // checks shardings against).
 //
@@ -21,6 +25,7 @@
 #include "import/shard_spec.h"
 #include "ir/module.h"
 #include "partitioner/partitioner.h"
+#include "pipeline/pipeline.h"
 #include "propagation/propagation.h"
 #include "support/status.h"
 #include "transforms/shrink_batch.h"
@@ -74,6 +79,14 @@ struct CompileOptions {
   // program could corrupt memory (kernels trust the declared shapes).
   bool verify_output = false;
 
+  // pipeline: split the model's layer loops over a stage axis of the mesh
+  // (docs/pipeline.md). `pipeline` (the --pipeline flag) wins over the
+  // spec's "pipeline" key; the mesh is `pipeline_mesh`, else the spec's
+  // (or --mesh). `pipeline_fill_nan`: bubble buffers hold NaN (verify).
+  std::optional<PipelineSpec> pipeline;
+  std::optional<Mesh> pipeline_mesh;
+  bool pipeline_fill_nan = false;
+
   // Options of the passes that only `meshsplit opt` puts in a pipeline.
   ShrinkBatchOptions shrink_batch;
   ShrinkShapesOptions shrink_shapes;
@@ -90,10 +103,23 @@ struct CompileResult {
   // The mesh apply-spec applied ("data=2,model=4"; empty without a spec or
   // --mesh).
   std::string mesh;
+  // The pipeline pass's schedules, and the module as it was before that pass
+  // rewrote it (verify's one-device reference); null without pipelining.
+  PipelineReport pipeline;
+  std::unique_ptr<Module> unpipelined;
   // The pass that failed, when Compile returned an error ("apply-spec",
   // "verify", "expand-batch-norm", "propagate", "partition").
   std::string failed_pass;
 };
+
+// What pipelining `options` ask for (the flag, else the spec's key, with the
+// mesh it runs on), or nullopt. Errors: an unreadable spec, no mesh.
+struct PipelineRequest {
+  PipelineSpec spec;
+  Mesh mesh;
+  bool fill_nan = false;  // CompileOptions::pipeline_fill_nan
+};
+StatusOr<std::optional<PipelineRequest>> RequestedPipeline(const CompileOptions& options);
 
 // The pipeline's pass names for `options`, in order ("partition" last when
 // it partitions). `meshsplit opt --passes=...` takes the same names.

@@ -84,6 +84,21 @@ StatusOr<bool> Propagate(Module& module, const CompileOptions& o, CompileResult*
   return changed;
 }
 
+StatusOr<bool> PipelinePass(Module& module, const CompileOptions& o, CompileResult* result) {
+  MS_ASSIGN_OR_RETURN(std::optional<PipelineRequest> request, RequestedPipeline(o));
+  if (!request) return false;
+  std::unique_ptr<Module> before = module.Clone();
+  PipelineRunOptions run;
+  run.fill_nan = o.pipeline_fill_nan;
+  MS_ASSIGN_OR_RETURN(PipelineReport report,
+                      PipelineLayerLoops(module, request->mesh, request->spec, run));
+  if (result != nullptr) {
+    result->pipeline = std::move(report);
+    result->unpipelined = std::move(before);
+  }
+  return true;
+}
+
 StatusOr<bool> ShrinkBatchPass(Module& module, const CompileOptions& o) {
   MS_ASSIGN_OR_RETURN(ShrinkBatchReport report, ShrinkBatch(module, o.shrink_batch));
   return report.instructions_shrunk > 0;
@@ -123,6 +138,8 @@ const std::vector<PassInfo>& PassTable() {
             [](Module& m, O o, R) { return ShrinkShapesPass(m, o); }),
       Entry("propagate", "infer a sharding for every instruction (SPMD mode)",
             [](Module& m, O o, R r) { return Propagate(m, o, r); }),
+      Entry("pipeline", "split the layer loops over the spec's stage axis (docs/pipeline.md)",
+            [](Module& m, O o, R r) { return PipelinePass(m, o, r); }),
       Entry("partition", "partition a sharded module into one SPMD program",
             [](Module& m, O o, R) { return PartitionPass(o.partition).Run(m); }),
   };

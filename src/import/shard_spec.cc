@@ -104,12 +104,12 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
   };
   if (!j.is_object()) return err("the spec must be a JSON object");
   static const std::vector<std::string> kKeys = {"mesh", "rules", "existing_axes",
-                                                 "outputs_follow_inputs", "comment"};
+                                                 "outputs_follow_inputs", "pipeline", "comment"};
   for (const auto& [key, _] : j.items())
     if (std::find(kKeys.begin(), kKeys.end(), key) == kKeys.end())
       return err_at_key(key, "unknown key '" + key + "'" + DidYouMean(key, kKeys) +
                                  " (expected mesh, rules, existing_axes, outputs_follow_inputs, "
-                                 "comment)");
+                                 "pipeline, comment)");
   ShardSpec spec;
   if (j.contains("mesh")) {
     const json& m = j["mesh"];
@@ -135,6 +135,14 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
     if (!j["outputs_follow_inputs"].is_boolean())
       return err("\"outputs_follow_inputs\" must be true or false");
     spec.outputs_follow_inputs = j["outputs_follow_inputs"].get<bool>();
+  }
+  if (j.contains("pipeline")) {
+    StatusOr<PipelineSpec> p = PipelineSpecFromJson(j["pipeline"]);
+    if (!p.ok()) return err_at_key("pipeline", p.status().message());
+    if (spec.has_mesh && !spec.mesh.AxisIndex(p->axis))
+      return err_at_key("pipeline", "pipeline: the stage axis '" + p->axis +
+                                        "' is not an axis of the mesh " + spec.mesh.ToString());
+    spec.pipeline = std::move(*p);
   }
   if (j.contains("existing_axes")) {
     const json& e = j["existing_axes"];
@@ -429,8 +437,7 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
   return report;
 }
 
-StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
-                              const std::string& mesh_override) {
+StatusOr<ShardSpec> ReadShardSpec(const std::string& path, const std::string& mesh_override) {
   std::ifstream in(path);
   if (!in) return Status::Error(path + ": cannot open sharding spec");
   std::stringstream ss;
@@ -442,6 +449,12 @@ StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
     spec.mesh = std::move(*mesh);
     spec.has_mesh = true;
   }
+  return spec;
+}
+
+StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
+                              const std::string& mesh_override) {
+  MS_ASSIGN_OR_RETURN(ShardSpec spec, ReadShardSpec(path, mesh_override));
   auto report = ApplyShardSpec(module, spec);
   if (!report.ok()) return Status::Error(path + ": " + report.status().message());
   if (!report->unmatched.empty()) {

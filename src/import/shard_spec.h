@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <optional>
+
+#include "import/pipeline_spec.h"
 #include "ir/module.h"
 #include "sharding/mesh.h"
 #include "support/status.h"
@@ -34,6 +37,10 @@ struct ShardSpec {
   // training step's "new.X" for input "X") get the parameter's sharding, so
   // the next step reads them without resharding.
   bool outputs_follow_inputs = true;
+  // "pipeline": split the layers of the model's layer loops over a stage
+  // axis of the mesh (docs/pipeline.md). Applied by the compile pipeline's
+  // `pipeline` pass, not by ApplyShardSpec.
+  std::optional<PipelineSpec> pipeline;
 };
 
 // Parses spec JSON text; `name` is used in messages.
@@ -60,6 +67,10 @@ StatusOr<Sharding> LiftSharding(const Sharding& s, const Mesh& mesh,
 // module's num_partitions to the mesh size. Errors: unknown axis, rank
 // mismatch, axis used twice, missing mesh.
 StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec);
+
+// Reads and parses `path`; a non-empty `mesh_override` ("data=2,model=4")
+// replaces the file's mesh.
+StatusOr<ShardSpec> ReadShardSpec(const std::string& path, const std::string& mesh_override = "");
 
 // Reads `path`, applies it (a non-empty `mesh_override`, "data=2,model=4",
 // replaces the file's mesh) and prints a warning on stderr for each rule that

@@ -111,11 +111,20 @@ Instruction* SpmdContext::CloneWithCalled(const Instruction& instr, Shape shape,
 
 Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
   SpmdBuilder::ScopedCause rule(b, instr, "no partitioning rule, runs on whole values");
-  bool moves_data = !IsTriviallyReplicated(ShardingOf(instr));
+  // Manual values with untiled data dims are whole already: running on them
+  // as they are moves nothing (a stage's collective-permute, say).
+  auto whole_already = [](const Sharding& s) {
+    if (IsTriviallyReplicated(s) || s.IsManual()) return true;
+    if (!s.IsTiled() || !s.HasManualSubgroup()) return false;
+    for (int64_t d = 0; d < s.TiledDataRank(); ++d)
+      if (s.TileDim(d) != 1) return false;
+    return true;
+  };
+  bool moves_data = !whole_already(ShardingOf(instr));
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i) {
     const PartitionedValue& v = Get(instr.operand(i));
-    moves_data |= !IsTriviallyReplicated(v.sharding);
+    moves_data |= !whole_already(v.sharding);
     // Values of a (partially) manual region stay manual; only their data
     // dims are made whole.
     Sharding whole = Sharding::Replicate();

@@ -3,6 +3,8 @@
 // and the public API (ms.report returns exactly this JSON).
 #include "report/report.h"
 
+#include <algorithm>
+
 #include <set>
 
 #include "compiler/compile.h"
@@ -61,6 +63,41 @@ nlohmann::ordered_json CostSummaryJson(const ModuleCost& c) {
 
 }  // namespace
 
+nlohmann::ordered_json PipelineJson(const PipelineReport& r) {
+  nlohmann::ordered_json j;
+  const PipelineSchedule& first = r.loops.front();
+  int64_t ticks = 0, peak = 0;
+  double idle = 0, slots = 0;
+  nlohmann::ordered_json loops = nlohmann::ordered_json::array();
+  for (const PipelineSchedule& p : r.loops) {
+    ticks += p.ticks;
+    peak = std::max(peak, p.peak_activation_bytes_per_stage);
+    idle += p.bubble_fraction * static_cast<double>(p.stages * p.ticks);
+    slots += static_cast<double>(p.stages * p.ticks);
+    nlohmann::ordered_json l;
+    l["loop"] = p.loop;
+    l["direction"] = p.backward ? "backward" : "forward";
+    l["layers"] = p.layers;
+    l["layers_per_stage"] = p.layers_per_stage;
+    l["ticks"] = p.ticks;
+    l["bubble_fraction"] = p.bubble_fraction;
+    l["peak_activation_bytes_per_stage"] = p.peak_activation_bytes_per_stage;
+    l["table"] = p.table;
+    loops.push_back(std::move(l));
+  }
+  j["stages"] = first.stages;
+  j["microbatches"] = first.microbatches;
+  j["schedule"] = first.schedule;
+  j["repeats"] = first.repeats;
+  j["ticks"] = ticks;
+  // Idle stage-ticks over all stage-ticks of every pipelined loop (each
+  // tick of a loop costs the same).
+  j["bubble_fraction"] = slots > 0 ? idle / slots : 0.0;
+  j["peak_activation_bytes_per_stage"] = peak;
+  j["loops"] = std::move(loops);
+  return j;
+}
+
 nlohmann::ordered_json ReportJson(const ReportData& d) {
   nlohmann::ordered_json j;
   j["file"] = d.file;
@@ -111,6 +148,7 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
                        {"parameter", h.is_parameter}});
   }
   j["largest_memory_holders"] = std::move(holders);
+  if (!d.pipeline.loops.empty()) j["pipeline"] = PipelineJson(d.pipeline);
   j["notes"] = d.per_device.notes;
   return j;
 }
@@ -156,9 +194,14 @@ Status BuildReport(std::unique_ptr<Module> loaded, const ReportOptions& options,
     rest.propagate = options.propagate;
     rest.partition = options.partition;
     rest.partition.num_partitions = options.num_partitions;
+    if (options.pipeline) {
+      rest.pipeline = options.pipeline->spec;
+      rest.pipeline_mesh = options.pipeline->mesh;
+    }
     auto compiled = Compile(module, rest);
     if (!compiled.ok()) return compiled.status();
     preport = std::move(compiled->propagation);
+    d.pipeline = std::move(compiled->pipeline);
     d.partitioned = std::move(compiled->partitioned);
   }
 

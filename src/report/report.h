@@ -13,6 +13,7 @@
 #include "cost/collective_cause.h"
 #include "cost/cost_model.h"
 #include "ir/module.h"
+#include "compiler/compile.h"
 #include "partitioner/partitioner.h"
 #include "sharding/mesh.h"
 #include "support/status.h"
@@ -33,6 +34,7 @@ struct ReportData {
   ModuleCost per_device;
   ModuleCost unpartitioned;
   std::vector<CollectiveCause> causes;  // parallel to per_device.collectives
+  PipelineReport pipeline;              // the pipelined loops, if any
 };
 
 struct ReportOptions {
@@ -50,11 +52,18 @@ struct ReportOptions {
   // header's `mesh=`, else one axis `all` over the partitions.
   std::string mesh;
   PartitionOptions partition;  // the partitioner's other options
+  // Pipeline the layer loops (docs/pipeline.md) before partitioning.
+  std::optional<PipelineRequest> pipeline;
 };
 
 // Propagates, partitions and costs `module` (loaded and through the
 // pipeline's front passes, compiler/compile.h) into `out`.
 Status BuildReport(std::unique_ptr<Module> module, const ReportOptions& options, ReportData* out);
+
+// The "pipeline" object of the report: stages, microbatches, schedule,
+// ticks, bubble fraction and peak activation bytes over every pipelined loop,
+// and per loop its (stage x tick) table.
+nlohmann::ordered_json PipelineJson(const PipelineReport& pipeline);
 
 // The `report --json` document.
 nlohmann::ordered_json ReportJson(const ReportData& d);

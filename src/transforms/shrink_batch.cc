@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 
 #include "ir/computation.h"
 #include "ir/shape_inference.h"
@@ -154,6 +155,32 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
                            " batch-norm ops into reductions and elementwise ops");
 
   // 1. Only the batch tiling is propagated: the module's own shardings go.
+  // `Sharding` custom-calls (ill-formed without a sharding) stand in as
+  // copies meanwhile and come back with their sharding at the end.
+  std::map<Instruction*, std::unique_ptr<Instruction>> annotations;  // copy -> original
+  for (const auto& comp : module.computations()) {
+    std::vector<Instruction*> calls;
+    for (const auto& instr : comp->instructions())
+      if (instr->opcode() == Opcode::kCustomCall && instr->operand_count() == 1 &&
+          instr->attrs().custom_call_target == "Sharding")
+        calls.push_back(instr.get());
+    for (Instruction* call : calls) {
+      auto copy = std::make_unique<Instruction>(Opcode::kCopy, call->name() + ".annotation",
+                                                call->shape());
+      copy->AppendOperand(call->operand(0));
+      copy->set_loc(call->loc());
+      Instruction* stand_in = comp->AddInstruction(std::move(copy));
+      auto kept = std::make_unique<Instruction>(Opcode::kCustomCall, call->name(), call->shape());
+      kept->mutable_attrs() = call->attrs();
+      if (call->has_sharding()) kept->set_sharding(*call->sharding());
+      kept->set_loc(call->loc());
+      call->ReplaceAllUsesWith(stand_in);
+      if (comp->root() == call) comp->set_root(stand_in);
+      comp->RemoveInstruction(call);
+      annotations.emplace(stand_in, std::move(kept));
+    }
+    comp->SortTopologically();
+  }
   for (const auto& comp : module.computations())
     for (const auto& instr : comp->instructions()) instr->clear_sharding();
   for (const std::string& name : options.parameters) {
@@ -161,16 +188,45 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
     for (Instruction* q : entry->parameters())
       if (q->name() == name) p = q;
     if (!p) return Status::Error("no entry parameter named '" + name + "'");
-    if (!p->shape().IsArray() || options.batch_dim >= p->shape().rank())
+    // The batch tiling of one array: `factor` tiles along `dim`.
+    auto batch_tiling = [&](const Shape& shape, int64_t dim,
+                            const std::string& what) -> StatusOr<Sharding> {
+      if (!shape.IsArray() || dim < 0 || dim >= shape.rank())
+        return Status::Error(what + " (" + shape.ToString(false) + ") has no dim " +
+                             std::to_string(dim));
+      int64_t batch = shape.dimensions(static_cast<int>(dim));
+      if (batch % options.factor != 0)
+        return Status::Error(what + ": batch " + std::to_string(batch) +
+                             " does not divide by " + std::to_string(options.factor));
+      std::vector<int64_t> tiles(shape.rank(), 1);
+      tiles[dim] = options.factor;
+      return Sharding::Tile(TileAssignment::Iota(tiles));
+    };
+    if (options.tuple_batch_dims.empty()) {
+      MS_ASSIGN_OR_RETURN(Sharding tiled, batch_tiling(p->shape(), options.batch_dim,
+                                                       "parameter '" + name + "'"));
+      p->set_sharding(std::move(tiled));
+      continue;
+    }
+    if (!p->shape().IsTuple())
       return Status::Error("parameter '" + name + "' (" + p->shape().ToString(false) +
-                           ") has no dim " + std::to_string(options.batch_dim));
-    int64_t batch = p->shape().dimensions(static_cast<int>(options.batch_dim));
-    if (batch % options.factor != 0)
-      return Status::Error("parameter '" + name + "': batch " + std::to_string(batch) +
-                           " does not divide by " + std::to_string(options.factor));
-    std::vector<int64_t> tiles(p->shape().rank(), 1);
-    tiles[options.batch_dim] = options.factor;
-    p->set_sharding(Sharding::Tile(TileAssignment::Iota(tiles)));
+                           ") is not a tuple");
+    std::vector<Sharding> elements;
+    for (int64_t e = 0; e < p->shape().tuple_size(); ++e) {
+      const Shape& element = p->shape().tuple_shapes(static_cast<int>(e));
+      if (!element.IsArray())
+        return Status::Error("parameter '" + name + "': element " + std::to_string(e) +
+                             " is not an array");
+      elements.push_back(Sharding::Replicate());
+    }
+    for (const auto& [e, dim] : options.tuple_batch_dims) {
+      if (e < 0 || e >= p->shape().tuple_size())
+        return Status::Error("parameter '" + name + "' has no tuple element " + std::to_string(e));
+      MS_ASSIGN_OR_RETURN(elements[e],
+                          batch_tiling(p->shape().tuple_shapes(static_cast<int>(e)), dim,
+                                       "parameter '" + name + "' element " + std::to_string(e)));
+    }
+    p->set_sharding(Sharding::Tuple(std::move(elements)));
   }
   if (options.factor == 1) return report;
   int64_t saved_partitions = module.num_partitions();
@@ -225,9 +281,20 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
     d.constant->set_literal(Literal::ScalarOfType(
         d.constant->shape().element_type(), ElementsPerFeature(d.operand->shape(), d.feature_index)));
 
-  // 3. The result is an ordinary unannotated module; stale layout text goes.
+  // 3. The result is an ordinary module without propagated shardings;
+  // stale layout text goes.
   for (const auto& comp : module.computations())
     for (const auto& instr : comp->instructions()) instr->clear_sharding();
+  for (auto& [stand_in, kept] : annotations) {
+    Computation* comp = stand_in->parent();
+    kept->set_shape(stand_in->shape());
+    kept->AppendOperand(stand_in->operand(0));
+    Instruction* call = comp->AddInstruction(std::move(kept));
+    stand_in->ReplaceAllUsesWith(call);
+    if (comp->root() == stand_in) comp->set_root(call);
+    comp->RemoveInstruction(stand_in);
+  }
+  for (const auto& comp : module.computations()) comp->SortTopologically();
   auto& header = module.mutable_header_attrs();
   auto it = std::remove_if(header.begin(), header.end(), [](const auto& kv) {
     return kv.first == "entry_computation_layout";

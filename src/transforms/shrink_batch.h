@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/module.h"
@@ -28,6 +29,11 @@ struct ShrinkBatchOptions {
   int64_t batch_dim = 0;
   // The batch dim of each named parameter must be divisible by `factor`.
   int64_t factor = 1;
+  // Non-empty: the named parameters are tuples of arrays, and these
+  // (element, dim) pairs say where the batch is (a loop body's carried
+  // activation and stacked per-layer values, for the pipeline pass);
+  // `batch_dim` is then unused.
+  std::vector<std::pair<int64_t, int64_t>> tuple_batch_dims;
 };
 
 struct ShrinkBatchReport {
@@ -36,7 +42,7 @@ struct ShrinkBatchReport {
 };
 
 // Rewrites `module` in place. Shardings in the module are dropped (the
-// result is an unannotated module). Errors name the instruction whose
+// result is an unannotated module), except those of `Sharding` custom-calls. Errors name the instruction whose
 // shrinking is not a pure shape change (a constant, a partial slice or pad
 // along a batch-derived dim, a window wider than 1 along it, ...).
 StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions& options);

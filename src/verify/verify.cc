@@ -756,11 +756,16 @@ Comparison CompareValues(const Literal& ref, const Literal& got, const std::stri
   return out;
 }
 
-StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t num_partitions,
-                                                        bool propagate, bool strict,
-                                                        std::string* failed_stage,
-                                                        const PartitionOptions& partition) {
+StatusOr<std::unique_ptr<Module>> PropagateAndPartition(
+    Module& module, int64_t num_partitions, bool propagate, bool strict, std::string* failed_stage,
+    const PartitionOptions& partition, const std::optional<PipelineRequest>& pipeline,
+    std::unique_ptr<Module>* unpipelined) {
   CompileOptions options;
+  if (pipeline) {
+    options.pipeline = pipeline->spec;
+    options.pipeline_mesh = pipeline->mesh;
+    options.pipeline_fill_nan = pipeline->fill_nan;
+  }
   options.propagate = propagate;
   options.propagation.strict = strict;
   options.partition = partition;
@@ -774,6 +779,7 @@ StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t 
     if (failed_stage) *failed_stage = result.failed_pass;
     return status;
   }
+  if (unpipelined != nullptr) *unpipelined = std::move(result.unpipelined);
   return std::move(result.partitioned);
 }
 
@@ -884,16 +890,17 @@ VerifyResult VerifyModule(Module& module, const VerifyOptions& options) {
 
 VerifyResult VerifyModuleUnchecked(Module& module, const VerifyOptions& options) {
   std::string stage;
+  std::unique_ptr<Module> unpipelined;
   StatusOr<std::unique_ptr<Module>> partitioned =
       PropagateAndPartition(module, options.num_partitions, options.propagate, options.strict,
-                            &stage, options.partition);
+                            &stage, options.partition, options.pipeline, &unpipelined);
   if (!partitioned.ok()) {
     VerifyResult r;
     r.status = stage.empty() ? "partition" : stage;
     r.message = partitioned.status().ToString();
     return r;
   }
-  return VerifyPartitioned(module, **partitioned, options);
+  return VerifyPartitioned(unpipelined != nullptr ? *unpipelined : module, **partitioned, options);
 }
 
 }  // namespace meshsplit

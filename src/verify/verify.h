@@ -9,9 +9,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "compiler/compile.h"
 #include "ir/literal.h"
 #include "ir/module.h"
 #include "partitioner/partitioner.h"
@@ -104,6 +106,10 @@ struct VerifyOptions {
   // The partitioner's other options (windowed einsum); its num_partitions
   // and strict are the fields above.
   PartitionOptions partition;
+  // Pipeline the layer loops first (docs/pipeline.md); the one-device
+  // reference is the module before pipelining, and the stage buffers start
+  // as NaN (fill_nan) so that no bubble value can reach a result unseen.
+  std::optional<PipelineRequest> pipeline;
   std::shared_ptr<const std::map<int64_t, Literal>> given_inputs;
   CompareOptions compare;
 };
@@ -142,10 +148,13 @@ struct VerifyResult {
 // partitioner to `num_partitions` with the other options of `partition`
 // (windowed einsum), the output checked by the IR verifier. The module's
 // own num_partitions is left as it is. `failed_stage` gets the failing pass.
-StatusOr<std::unique_ptr<Module>> PropagateAndPartition(Module& module, int64_t num_partitions,
-                                                        bool propagate, bool strict,
-                                                        std::string* failed_stage = nullptr,
-                                                        const PartitionOptions& partition = {});
+// With `pipeline`, the pipeline pass runs between two propagations and
+// `unpipelined` (when given) gets the module as it was before that pass.
+StatusOr<std::unique_ptr<Module>> PropagateAndPartition(
+    Module& module, int64_t num_partitions, bool propagate, bool strict,
+    std::string* failed_stage = nullptr, const PartitionOptions& partition = {},
+    const std::optional<PipelineRequest>& pipeline = std::nullopt,
+    std::unique_ptr<Module>* unpipelined = nullptr);
 
 // Verifies an already partitioned module against `original` (whose
 // shardings describe the partitioned values). Both modules are modified

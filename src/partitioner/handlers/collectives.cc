@@ -4,6 +4,7 @@
 // among its devices, so a hand-written collective may only connect devices
 // of one manual subgroup — anything else is rejected here.
 #include <map>
+#include <optional>
 
 #include "partitioner/context.h"
 
@@ -98,9 +99,38 @@ Status CheckCrossPartitionAllReduce(const Instruction& instr) {
   return Status::Ok();
 }
 
+namespace {
+
+// A collective-permute in a partially manual region whose pairs join devices
+// holding the same tile of the data dims: each device's local tile is what
+// its target needs, so the permute runs on local tiles (a pipeline's stage
+// shift keeps its data and model tiling this way) instead of on whole values.
+bool PermutesWholeTiles(const Instruction& instr, const Sharding& s) {
+  if (instr.opcode() != Opcode::kCollectivePermute || instr.operand_count() != 1) return false;
+  if (!s.IsTiled() || !s.HasManualSubgroup() || instr.shape().IsTuple()) return false;
+  const int64_t data_rank = s.TiledDataRank();
+  const TileAssignment& t = s.tile_assignment();
+  for (const auto& [src, dst] : instr.attrs().source_target_pairs) {
+    std::optional<std::vector<int64_t>> a = t.IndexOfDevice(src), b = t.IndexOfDevice(dst);
+    if (!a || !b) return false;
+    for (int64_t d = 0; d < data_rank; ++d)
+      if ((*a)[d] != (*b)[d]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 Status HandleInputCollective(SpmdContext& ctx, const Instruction& instr) {
   MS_RETURN_IF_ERROR(CheckManualSubgroups(instr));
   MS_RETURN_IF_ERROR(CheckCrossPartitionAllReduce(instr));
+  const Sharding s = ctx.ShardingOf(instr);
+  if (PermutesWholeTiles(instr, s)) {
+    PartitionedValue local = Reshard(ctx.b, ctx.Get(instr.operand(0)), s);
+    Instruction* permuted = ctx.Clone(instr, local.hlo->shape(), {local.hlo});
+    ctx.Set(instr, {permuted, instr.shape(), s});
+    return Status::Ok();
+  }
   return ctx.Fallback(instr);
 }
 

@@ -1,0 +1,668 @@
+// The pipeline pass (pipeline.h). For one layer loop over L layers, S stages
+// and M microbatches it builds, in the entry:
+//
+//   stacks [L, ...]  --Sharding(stage-tiled dim 0)--> FullToShard -> [L/S, ...] per stage
+//   input  [.., B, ..] -> FullToShard (replicated over stages) -> [M, .., B/M, ..]
+//   stage id: iota [S] tiled over the stage axis -> FullToShard -> s32[]
+//   tick loop t = 0 .. M+S-2, inside the manual region:
+//     m = t - stage; stage 0 takes microbatch m of the input, the others what
+//     the previous stage sent; run the L/S local layers (the original body on
+//     microbatch shapes); the last stage stores microbatch m when 0 <= m < M;
+//     collective-permute the result to the next stage.
+//   outputs [M, ..] -> ShardToFull over the stages -> the last stage's copy
+//   -> [.., B, ..], which replaces the loop's activation result.
+//
+// Microbatch m holds the rows b with b % M == m, so that a batch tiled over a
+// data axis stays tiled the same way inside every microbatch.
+#include "pipeline/pipeline.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "pipeline/builder.h"
+#include "pipeline/layer_loop.h"
+#include "pipeline/stage_loop.h"
+#include "pipeline/stage_sharding.h"
+
+namespace meshsplit {
+namespace {
+
+constexpr char kFullToShard[] = "SPMDFullToShardShape";
+constexpr char kShardToFull[] = "SPMDShardToFullShape";
+constexpr char kShardingTarget[] = "Sharding";
+
+Status ErrorAt(const Instruction& at, const std::string& what) {
+  return Status::Error(what, at.loc());
+}
+
+std::string Plural(int64_t n, const std::string& word) {
+  const bool sibilant = !word.empty() && (word.back() == 'h' || word.back() == 's');
+  return std::to_string(n) + " " + word + (n == 1 ? "" : sibilant ? "es" : "s");
+}
+
+int64_t NextChannelId(const Module& module) {
+  int64_t next = 1;
+  for (const auto& c : module.computations())
+    for (const auto& i : c->instructions())
+      if (i->attrs().channel_id) next = std::max(next, *i->attrs().channel_id + 1);
+  return next;
+}
+
+// The dims of the activation with the batch dim `bd` (size B) split into
+// (B/M, M), and the permutation that brings the M dim to the front.
+struct MicrobatchLayout {
+  std::vector<int64_t> split;        // [.., B/M, M, ..]
+  std::vector<int64_t> to_front;     // perm: [M, .., B/M, ..]
+  std::vector<int64_t> from_front;   // its inverse
+  std::vector<int64_t> microbatch;   // [.., B/M, ..]
+  std::vector<int64_t> stacked;      // [M, .., B/M, ..]
+};
+
+MicrobatchLayout LayoutFor(const Shape& act, int64_t bd, int64_t m) {
+  MicrobatchLayout l;
+  l.microbatch = act.dimensions();
+  l.microbatch[bd] /= m;
+  l.split = l.microbatch;
+  l.split.insert(l.split.begin() + bd + 1, m);
+  l.to_front.push_back(bd + 1);
+  for (int64_t d = 0; d < static_cast<int64_t>(l.split.size()); ++d)
+    if (d != bd + 1) l.to_front.push_back(d);
+  l.from_front.assign(l.to_front.size(), 0);
+  for (size_t k = 0; k < l.to_front.size(); ++k) l.from_front[l.to_front[k]] = static_cast<int64_t>(k);
+  l.stacked = l.microbatch;
+  l.stacked.insert(l.stacked.begin(), m);
+  return l;
+}
+
+const Sharding* BaseOf(const Instruction* i) {
+  return i->has_sharding() ? &*i->sharding() : nullptr;
+}
+
+}  // namespace
+
+StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages,
+                                        int64_t layers, bool backward) {
+  if (spec.schedule != "gpipe")
+    return Status::Error("pipeline: schedule '" + spec.schedule +
+                         "' is not implemented yet (gpipe is; see docs/pipeline.md)");
+  if (layers % stages != 0)
+    return Status::Error("layer count " + std::to_string(layers) + " is not divisible by " +
+                         Plural(stages, "stage"));
+  PipelineSchedule s;
+  s.schedule = spec.schedule;
+  s.stages = stages;
+  s.microbatches = spec.microbatches;
+  s.layers = layers;
+  s.layers_per_stage = layers / stages;
+  s.backward = backward;
+  s.ticks = spec.microbatches + stages - 1;
+  int64_t busy = 0;
+  s.table.assign(stages, std::vector<std::string>(s.ticks));
+  for (int64_t st = 0; st < stages; ++st)
+    for (int64_t t = 0; t < s.ticks; ++t) {
+      int64_t m = t - (backward ? stages - 1 - st : st);
+      if (m < 0 || m >= spec.microbatches) continue;
+      s.table[st][t] = (backward ? "B" : "F") + std::to_string(m);
+      ++busy;
+    }
+  s.bubble_fraction = 1.0 - static_cast<double>(busy) / static_cast<double>(stages * s.ticks);
+  return s;
+}
+
+namespace {
+
+// Shardings and shapes of one element of the layer loop's tuple across the
+// region border.
+struct Carried {
+  enum Kind { kWeights, kBatchedRead, kInvariant, kBatchedOutput, kSummedOutput };
+  int64_t element = 0;
+  Kind kind = kWeights;
+  int64_t batch_dim = -1;  // in the element's own (global) dims
+  Shape global;            // the loop's element
+  Shape local;             // what a stage holds across ticks
+  Sharding full, manual;   // outside / inside the region
+};
+
+// [S, M, L/S, .., B/M, ..] -> [S, L/S, .., B/M, M, ..]: the order in which a
+// reshape merges (S, L/S) into L and (B/M, M) into B (batch at `bd` >= 1 of
+// the [L, ...] value).
+std::vector<int64_t> StackedToLayerMajor(int64_t rank, int64_t bd) {
+  std::vector<int64_t> perm = {0, 2};
+  for (int64_t k = 3; k <= bd + 2; ++k) perm.push_back(k);
+  perm.push_back(1);
+  for (int64_t k = bd + 3; k < rank + 2; ++k) perm.push_back(k);
+  return perm;
+}
+
+std::vector<int64_t> Inverse(const std::vector<int64_t>& perm) {
+  std::vector<int64_t> inv(perm.size());
+  for (size_t k = 0; k < perm.size(); ++k) inv[perm[k]] = static_cast<int64_t>(k);
+  return inv;
+}
+
+class LoopPipeliner {
+ public:
+  LoopPipeliner(Module& module, const StageShardings& shardings, const PipelineSpec& spec,
+                const PipelineRunOptions& run, std::map<const Instruction*, int64_t>& batch_dims)
+      : module_(module), sh_(shardings), spec_(spec), run_(run), batch_dims_(batch_dims) {}
+
+  StatusOr<PipelineSchedule> Run(const LayerLoop& scan);
+
+ private:
+  Instruction* On(Instruction* i, const Sharding& s) {
+    i->set_sharding(s);
+    return i;
+  }
+
+  // The layout over the other axes a value had before an earlier loop of
+  // this pass tiled it over the stages (a weight that both the forward and
+  // the backward loop read).
+  const Sharding* Base(const Instruction* v) const {
+    auto it = staged_params_.find(v);
+    if (it != staged_params_.end()) return it->second ? &*it->second : nullptr;
+    return BaseOf(v);
+  }
+
+  Module& module_;
+  std::map<const Instruction*, std::optional<Sharding>> staged_params_;
+  const StageShardings& sh_;
+  const PipelineSpec& spec_;
+  const PipelineRunOptions& run_;
+  std::map<const Instruction*, int64_t>& batch_dims_;
+};
+
+StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
+  Computation* entry = module_.entry();
+  Instruction& loop = *scan.loop;
+  const int64_t stages = sh_.stages(), micro = spec_.microbatches;
+  const bool backward = scan.reversed;
+  StatusOr<PipelineSchedule> planned = PlanSchedule(spec_, stages, scan.layers, backward);
+  if (!planned.ok()) return ErrorAt(loop, planned.status().message());
+  PipelineSchedule schedule = std::move(planned).value();
+  schedule.loop = loop.name();
+  const int64_t per_stage = scan.layers / stages;
+
+  Instruction* init = loop.operand(0);  // a tuple (AnalyseLayerLoop checked)
+  Instruction* h0 = init->operand(static_cast<int>(scan.activation));
+  const Shape act = h0->shape();
+  const int64_t bd = spec_.batch_dim;
+  if (bd >= act.rank())
+    return ErrorAt(loop, "loop %" + loop.name() + ": its activation %" + h0->name() + " (" +
+                             act.ToString(false) + ") has no batch dim " + std::to_string(bd));
+  if (act.dimensions(static_cast<int>(bd)) % micro != 0)
+    return ErrorAt(loop, Plural(micro, "microbatch") + (micro == 1 ? " does" : " do") +
+                             " not divide batch " +
+                             std::to_string(act.dimensions(static_cast<int>(bd))) +
+                             " (dim " + std::to_string(bd) + " of %" + h0->name() +
+                             ", the activation of loop %" + loop.name() + ")");
+  const int64_t rank = act.rank();
+  const Sharding* base_h = BaseOf(h0);
+  MS_ASSIGN_OR_RETURN(Sharding full_h, sh_.Full(base_h, rank));
+  MS_ASSIGN_OR_RETURN(Sharding man_h, sh_.Manual(base_h, rank, 0));
+  MS_ASSIGN_OR_RETURN(Sharding man_h1, sh_.Manual(base_h, rank, 1));
+  MS_ASSIGN_OR_RETURN(Sharding man_h2, sh_.Manual(base_h, rank, 2));
+  MS_ASSIGN_OR_RETURN(Sharding out_full, sh_.StageTiled(base_h, rank, 2));
+  MS_ASSIGN_OR_RETURN(Sharding scalar_man, sh_.Manual(nullptr, 0, 0));
+  MS_ASSIGN_OR_RETURN(Sharding stage_full, sh_.StageTiled(nullptr, 1, 0));
+  MS_ASSIGN_OR_RETURN(Sharding stage_man, sh_.Manual(nullptr, 1, 0));
+
+  // Stacked reads that carry the batch (residuals of an earlier pipelined
+  // loop) and the stage loop.
+  std::map<int64_t, int64_t> read_batch;
+  for (int64_t e : scan.stacked) {
+    auto it = batch_dims_.find(init->operand(static_cast<int>(e)));
+    if (it != batch_dims_.end()) read_batch[e] = it->second;
+  }
+  MS_ASSIGN_OR_RETURN(StageLoop stage_loop,
+                      BuildStageLoop(module_, scan, sh_, micro, bd, read_batch));
+
+  // Every element but the counter and the activation, as the ticks carry it.
+  const Sharding* loop_sharding = BaseOf(&loop);
+  std::vector<Carried> carried;
+  auto add = [&](int64_t e, Carried::Kind kind, int64_t batch, const Sharding* base) -> Status {
+    Carried c;
+    c.element = e;
+    c.kind = kind;
+    c.batch_dim = batch;
+    c.global = loop.shape().tuple_shapes(static_cast<int>(e));
+    const int64_t r = c.global.rank();
+    if (kind != Carried::kInvariant && base != nullptr && base->IsTiled() && base->TileDim(0) != 1)
+      return ErrorAt(loop, "element " + std::to_string(e) + " of loop %" + loop.name() +
+                               " is already split along its layer dim (" + base->ToString() + ")");
+    c.local = stage_loop.carried.tuple_shapes(static_cast<int>(e));
+    switch (kind) {
+      case Carried::kInvariant: {
+        MS_ASSIGN_OR_RETURN(c.full, sh_.Full(base, r));
+        MS_ASSIGN_OR_RETURN(c.manual, sh_.Manual(base, r, 0));
+        c.local = c.global;
+        break;
+      }
+      case Carried::kWeights:
+      case Carried::kSummedOutput: {
+        MS_ASSIGN_OR_RETURN(c.full, sh_.StageTiled(base, r, 0));
+        MS_ASSIGN_OR_RETURN(c.manual, sh_.Manual(base, r, 0));
+        break;
+      }
+      case Carried::kBatchedRead:
+      case Carried::kBatchedOutput: {
+        MS_ASSIGN_OR_RETURN(c.full, sh_.StageTiled(base, r, 2));
+        MS_ASSIGN_OR_RETURN(c.manual, sh_.Manual(base, r, 1));
+        std::vector<int64_t> dims = c.local.dimensions();
+        dims.insert(dims.begin(), micro);
+        c.local = Shape(c.global.element_type(), dims);
+        break;
+      }
+    }
+    carried.push_back(std::move(c));
+    return Status::Ok();
+  };
+  for (int64_t e : scan.stacked) {
+    const Instruction* v = init->operand(static_cast<int>(e));
+    MS_RETURN_IF_ERROR(read_batch.count(e)
+                           ? add(e, Carried::kBatchedRead, read_batch[e], Base(v))
+                           : add(e, Carried::kWeights, -1, Base(v)));
+  }
+  for (int64_t e : scan.invariant) {
+    const Instruction* v = init->operand(static_cast<int>(e));
+    if (!v->shape().IsArray())
+      return ErrorAt(*v, "loop %" + loop.name() + " reads %" + v->name() +
+                             ", a tuple, in every layer: not pipelined yet");
+    MS_RETURN_IF_ERROR(add(e, Carried::kInvariant, -1, Base(v)));
+  }
+  for (int64_t e : scan.outputs) {
+    const Sharding* base = nullptr;
+    if (loop_sharding != nullptr && loop_sharding->IsTuple())
+      base = &loop_sharding->tuple_elements()[e];
+    int64_t dim = stage_loop.output_batch_dims.at(e);
+    MS_RETURN_IF_ERROR(dim >= 0 ? add(e, Carried::kBatchedOutput, dim, base)
+                                : add(e, Carried::kSummedOutput, -1, base));
+  }
+
+  const MicrobatchLayout lay = LayoutFor(act, bd, micro);
+  const PrimitiveType type = act.element_type();
+  const double fill = run_.fill_nan && IsFloatingPoint(type)
+                          ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+
+  // Into the region.
+  Builder eb(module_, *entry, loop.loc());
+  std::vector<Instruction*> tick_init(5, nullptr);
+  std::vector<Sharding> tick_sharding = {scalar_man, scalar_man, man_h, man_h1, man_h1};
+  for (const Carried& c : carried) {
+    Instruction* v = init->operand(static_cast<int>(c.element));
+    Instruction* local = nullptr;
+    switch (c.kind) {
+      case Carried::kWeights:
+        if (v->opcode() == Opcode::kParameter) {
+          if (!staged_params_.count(v)) staged_params_[v] = v->sharding();
+          v->set_sharding(c.full);
+        }
+        [[fallthrough]];
+      case Carried::kInvariant:
+        local = eb.CustomCall(kFullToShard, eb.CustomCall(kShardingTarget, v, v->shape(), c.full),
+                              c.local, c.manual);
+        break;
+      case Carried::kBatchedRead: {
+        // [L, .., B, ..] -> [S, M, L/S, .., B/M, ..], tiled over the stages.
+        const int64_t r = c.global.rank();
+        std::vector<int64_t> major = {stages, per_stage};
+        for (int64_t d = 1; d < r; ++d) {
+          int64_t n = c.global.dimensions(static_cast<int>(d));
+          if (d == c.batch_dim) {
+            major.push_back(n / micro);
+            major.push_back(micro);
+          } else {
+            major.push_back(n);
+          }
+        }
+        Instruction* staged =
+            eb.Transpose(eb.Reshape(v, major), Inverse(StackedToLayerMajor(r, c.batch_dim)));
+        std::vector<int64_t> one = c.local.dimensions();
+        one.insert(one.begin(), 1);
+        MS_ASSIGN_OR_RETURN(Sharding entered_sharding, sh_.Manual(Base(v), r, 2));
+        Instruction* entered = eb.CustomCall(
+            kFullToShard, eb.CustomCall(kShardingTarget, staged, staged->shape(), c.full),
+            Shape(c.global.element_type(), one), entered_sharding);
+        local = eb.Reshape(entered, c.local.dimensions());
+        break;
+      }
+      case Carried::kBatchedOutput:
+      case Carried::kSummedOutput:
+        local = eb.Broadcast(On(eb.Scalar(c.global.element_type(),
+                                           c.kind == Carried::kSummedOutput ? 0.0 : fill),
+                                scalar_man),
+                             c.local.dimensions());
+        break;
+    }
+    tick_init.push_back(On(local, c.manual));
+    tick_sharding.push_back(c.manual);
+  }
+  Instruction* h_local =
+      eb.CustomCall(kFullToShard, eb.CustomCall(kShardingTarget, h0, act, full_h), act, man_h);
+  Instruction* xmb = On(eb.Transpose(eb.Reshape(h_local, lay.split), lay.to_front), man_h1);
+  Instruction* iota = eb.Add(Opcode::kIota, Shape(PrimitiveType::S32, {stages}), {}, "iota");
+  Instruction* stage_id = On(
+      eb.Reshape(eb.CustomCall(kFullToShard,
+                               eb.CustomCall(kShardingTarget, iota, iota->shape(), stage_full),
+                               Shape(PrimitiveType::S32, {1}), stage_man),
+                 {}),
+      scalar_man);
+  Instruction* fill_value = On(eb.Scalar(type, fill), scalar_man);
+  tick_init[0] = On(eb.ConstantS32(0), scalar_man);
+  tick_init[1] = stage_id;
+  tick_init[2] = On(eb.Broadcast(fill_value, lay.microbatch), man_h);
+  tick_init[3] = On(eb.Broadcast(fill_value, lay.stacked), man_h1);
+  tick_init[4] = xmb;
+  Instruction* tick_tuple = eb.Tuple(tick_init);
+  const Sharding tick_tuple_sharding = Sharding::Tuple(tick_sharding);
+  tick_tuple->set_sharding(tick_tuple_sharding);
+  const Shape tick_shape = tick_tuple->shape();
+
+  // Sharding of the stage loop's tuple (the layer loop's order).
+  std::vector<Sharding> stage_elements(stage_loop.carried.tuple_size(), scalar_man);
+  stage_elements[scan.activation] = man_h;
+  for (const Carried& c : carried) {
+    if (c.kind == Carried::kBatchedRead || c.kind == Carried::kBatchedOutput) {
+      // One microbatch of the per-stage buffer: the buffer's tiles minus M.
+      const Sharding* base = nullptr;
+      if (c.kind == Carried::kBatchedRead) base = Base(init->operand(static_cast<int>(c.element)));
+      else if (loop_sharding != nullptr && loop_sharding->IsTuple())
+        base = &loop_sharding->tuple_elements()[c.element];
+      MS_ASSIGN_OR_RETURN(stage_elements[c.element],
+                          sh_.Manual(base, c.global.rank(), 0));
+    } else {
+      stage_elements[c.element] = c.manual;
+    }
+  }
+  const Sharding stage_tuple_sharding = Sharding::Tuple(stage_elements);
+  stage_loop.body->parameter(0)->set_sharding(stage_tuple_sharding);
+  stage_loop.body->root()->set_sharding(stage_tuple_sharding);
+  stage_loop.condition->parameter(0)->set_sharding(stage_tuple_sharding);
+
+  const int64_t first = backward ? stages - 1 : 0, last = backward ? 0 : stages - 1;
+  // The tick body.
+  auto body = std::make_unique<Computation>(module_.UniqueInstructionName("pipeline_tick"));
+  {
+    Builder b(module_, *body, loop.loc());
+    Instruction* p = On(b.Parameter(0, tick_shape, "tick"), tick_tuple_sharding);
+    std::vector<Instruction*> in;
+    for (int64_t k = 0; k < tick_shape.tuple_size(); ++k)
+      in.push_back(On(b.Element(p, k), tick_sharding[k]));
+    Instruction *t = in[0], *stage = in[1], *state = in[2], *outs = in[3], *xs = in[4];
+    Instruction* zero = b.ConstantS32(0);
+    // The microbatch this stage works on: t - (its distance from the first stage).
+    Instruction* distance =
+        backward ? b.Binary(Opcode::kSubtract, b.ConstantS32(stages - 1), stage) : stage;
+    Instruction* m = b.Binary(Opcode::kSubtract, t, distance);
+    Instruction* mc = b.Add(Opcode::kClamp, m->shape(), {zero, m, b.ConstantS32(micro - 1)},
+                            "clamp");
+    Instruction* active = b.Binary(Opcode::kAnd, b.Compare(m, zero, ComparisonDirection::kGe),
+                                   b.Compare(m, b.ConstantS32(micro), ComparisonDirection::kLt));
+    Instruction* row = On(b.SliceRow(xs, mc), man_h1);
+    Instruction* injected = On(b.Reshape(row, lay.microbatch), man_h);
+    Instruction* is_first = b.Compare(stage, b.ConstantS32(first), ComparisonDirection::kEq);
+    Instruction* stage_in = On(b.Add(Opcode::kSelect, state->shape(),
+                                     {On(b.Broadcast(is_first, lay.microbatch), man_h), injected,
+                                      state},
+                                     "select"),
+                               man_h);
+    std::vector<Instruction*> layer_init(stage_loop.carried.tuple_size(), nullptr);
+    layer_init[scan.counter] = b.ConstantS32(0);
+    layer_init[scan.activation] = stage_in;
+    for (size_t k = 0; k < carried.size(); ++k) {
+      const Carried& c = carried[k];
+      const Shape& inner = stage_loop.carried.tuple_shapes(static_cast<int>(c.element));
+      Instruction* v = in[5 + k];
+      switch (c.kind) {
+        case Carried::kWeights: case Carried::kInvariant:
+          break;
+        case Carried::kBatchedRead:
+          v = On(b.Reshape(b.SliceRow(v, mc), inner.dimensions()), stage_elements[c.element]);
+          break;
+        case Carried::kBatchedOutput: case Carried::kSummedOutput:
+          v = On(b.Broadcast(On(b.Scalar(inner.element_type(), 0), scalar_man),
+                             inner.dimensions()),
+                 stage_elements[c.element]);
+          break;
+      }
+      layer_init[c.element] = v;
+    }
+    Instruction* layer_tuple = On(b.Tuple(layer_init), stage_tuple_sharding);
+    Instruction* layers = On(b.Add(Opcode::kWhile, stage_loop.carried, {layer_tuple}, "while"),
+                             stage_tuple_sharding);
+    layers->set_called_computations({stage_loop.condition, stage_loop.body});
+    Instruction* result = On(b.Element(layers, scan.activation), man_h);
+    auto when_active = [&](Instruction* now, Instruction* otherwise, const Sharding& s) {
+      return On(b.Add(Opcode::kSelect, now->shape(),
+                      {On(b.Broadcast(active, now->shape().dimensions()), s), now, otherwise},
+                      "select"),
+                s);
+    };
+    // The last stage keeps its result for microbatch m.
+    Instruction* write = b.Binary(
+        Opcode::kAnd, active, b.Compare(stage, b.ConstantS32(last), ComparisonDirection::kEq));
+    Instruction* kept = On(b.Reshape(On(b.SliceRow(outs, mc), man_h1), lay.microbatch), man_h);
+    Instruction* stored = On(b.Add(Opcode::kSelect, kept->shape(),
+                                   {On(b.Broadcast(write, lay.microbatch), man_h), result, kept},
+                                   "select"),
+                             man_h);
+    std::vector<int64_t> one_row = lay.microbatch;
+    one_row.insert(one_row.begin(), 1);
+    Instruction* outs_next =
+        On(b.UpdateRow(outs, On(b.Reshape(stored, one_row), man_h1), mc), man_h1);
+    Instruction* sent = On(b.Add(Opcode::kCollectivePermute, result->shape(), {result},
+                                 "collective-permute"),
+                           man_h);
+    sent->mutable_attrs().source_target_pairs = sh_.ShiftPairs(backward ? -1 : 1);
+    sent->mutable_attrs().channel_id = NextChannelId(module_);
+    std::vector<Instruction*> out = {b.Binary(Opcode::kAdd, t, b.ConstantS32(1)), stage, sent,
+                                     outs_next, xs};
+    for (size_t k = 0; k < carried.size(); ++k) {
+      const Carried& c = carried[k];
+      Instruction* v = in[5 + k];
+      if (c.kind == Carried::kBatchedOutput) {
+        Instruction* y = On(b.Element(layers, c.element), stage_elements[c.element]);
+        Instruction* old = On(b.Reshape(b.SliceRow(v, mc), y->shape().dimensions()),
+                              stage_elements[c.element]);
+        std::vector<int64_t> row_dims = y->shape().dimensions();
+        row_dims.insert(row_dims.begin(), 1);
+        v = On(b.UpdateRow(v, b.Reshape(when_active(y, old, stage_elements[c.element]), row_dims),
+                           mc),
+               c.manual);
+      } else if (c.kind == Carried::kSummedOutput) {
+        Instruction* y = On(b.Element(layers, c.element), stage_elements[c.element]);
+        Instruction* none = On(b.Broadcast(On(b.Scalar(y->shape().element_type(), 0), scalar_man),
+                                           y->shape().dimensions()),
+                               c.manual);
+        v = On(b.Binary(Opcode::kAdd, v, when_active(y, none, c.manual)), c.manual);
+      }
+      out.push_back(v);
+    }
+    body->set_root(On(b.Tuple(out), tick_tuple_sharding));
+    for (const auto& i : body->instructions())
+      if (!i->has_sharding() && i->shape().IsArray() && i->shape().rank() == 0)
+        i->set_sharding(scalar_man);
+  }
+  auto cond = std::make_unique<Computation>(module_.UniqueInstructionName("pipeline_ticks"));
+  {
+    Builder b(module_, *cond, loop.loc());
+    Instruction* p = On(b.Parameter(0, tick_shape, "tick"), tick_tuple_sharding);
+    cond->set_root(b.Compare(b.Element(p, 0), b.ConstantS32(schedule.ticks),
+                             ComparisonDirection::kLt));
+    for (const auto& i : cond->instructions())
+      if (!i->has_sharding()) i->set_sharding(i.get() == p ? tick_tuple_sharding : scalar_man);
+  }
+  for (const auto& i : stage_loop.condition->instructions())
+    if (!i->has_sharding()) i->set_sharding(scalar_man);
+  Computation* tick_cond = module_.AddComputation(std::move(cond));
+  Computation* tick_body = module_.AddComputation(std::move(body));
+
+  Instruction* ticks = On(eb.Add(Opcode::kWhile, tick_shape, {tick_tuple}, "while"),
+                          tick_tuple_sharding);
+  ticks->set_called_computations({tick_cond, tick_body});
+
+  // Out of the region.
+  std::vector<Instruction*> results(loop.shape().tuple_size(), nullptr);
+  {
+    // The last stage's outputs, back in the activation's layout.
+    Instruction* outs = On(eb.Element(ticks, 3), man_h1);
+    std::vector<int64_t> with_stage = lay.stacked;
+    with_stage.insert(with_stage.begin(), 1);
+    Instruction* per_stage_outs = On(eb.Reshape(outs, with_stage), man_h2);
+    with_stage[0] = stages;
+    Instruction* gathered = eb.CustomCall(
+        kShardToFull,
+        eb.CustomCall(kShardingTarget, per_stage_outs, per_stage_outs->shape(), man_h2),
+        Shape(type, with_stage), out_full);
+    std::vector<int64_t> last_dims = with_stage;
+    last_dims[0] = 1;
+    Instruction* last_outs = eb.Add(Opcode::kSlice, Shape(type, last_dims), {gathered}, "slice");
+    for (int64_t d = 0; d < static_cast<int64_t>(with_stage.size()); ++d)
+      last_outs->mutable_attrs().slice.push_back(
+          SliceDimension{d == 0 ? last : 0, d == 0 ? last + 1 : with_stage[d], 1});
+    results[scan.activation] = eb.Reshape(
+        eb.Transpose(eb.Reshape(last_outs, lay.stacked), lay.from_front), act.dimensions());
+  }
+  results[scan.counter] = eb.Scalar(
+      loop.shape().tuple_shapes(static_cast<int>(scan.counter)).element_type(),
+      static_cast<double>(scan.layers));
+  for (size_t k = 0; k < carried.size(); ++k) {
+    const Carried& c = carried[k];
+    if (c.kind != Carried::kBatchedOutput && c.kind != Carried::kSummedOutput) {
+      results[c.element] = init->operand(static_cast<int>(c.element));
+      continue;
+    }
+    Instruction* local = On(eb.Element(ticks, 5 + static_cast<int64_t>(k)), c.manual);
+    if (c.kind == Carried::kSummedOutput) {
+      results[c.element] = eb.CustomCall(
+          kShardToFull, eb.CustomCall(kShardingTarget, local, local->shape(), c.manual), c.global,
+          c.full);
+      continue;
+    }
+    // [M, L/S, .., B/M, ..] per stage -> [S, M, L/S, ..] -> [L, .., B, ..].
+    const int64_t r = c.global.rank();
+    MS_ASSIGN_OR_RETURN(Sharding man2, sh_.Manual(loop_sharding != nullptr && loop_sharding->IsTuple()
+                                                      ? &loop_sharding->tuple_elements()[c.element]
+                                                      : nullptr,
+                                                  r, 2));
+    std::vector<int64_t> one = local->shape().dimensions();
+    one.insert(one.begin(), 1);
+    Instruction* staged = On(eb.Reshape(local, one), man2);
+    one[0] = stages;
+    Instruction* whole = eb.CustomCall(
+        kShardToFull, eb.CustomCall(kShardingTarget, staged, staged->shape(), man2),
+        Shape(c.global.element_type(), one), c.full);
+    Instruction* layer_major = eb.Transpose(whole, StackedToLayerMajor(r, c.batch_dim));
+    Instruction* result = eb.Reshape(layer_major, c.global.dimensions());
+    // Still on its stage (a later loop reads it there): tiled over the
+    // stages along the layers, as before over the other axes.
+    const Sharding* base = loop_sharding != nullptr && loop_sharding->IsTuple()
+                               ? &loop_sharding->tuple_elements()[c.element] : nullptr;
+    staged_params_[result] = base ? std::optional<Sharding>(*base) : std::nullopt;
+    MS_ASSIGN_OR_RETURN(Sharding on_stages, sh_.StageTiled(base, r, 0));
+    result->set_sharding(on_stages);
+    batch_dims_[result] = c.batch_dim;
+    results[c.element] = result;
+  }
+
+  // The loop's users read the results.
+  Computation* old_cond = loop.while_condition();
+  Computation* old_body = loop.while_body();
+  std::vector<Instruction*> users = loop.users();
+  Instruction* whole = nullptr;
+  for (Instruction* u : users) {
+    if (u->opcode() == Opcode::kGetTupleElement) {
+      Instruction* r = results[u->attrs().tuple_index];
+      u->ReplaceAllUsesWith(r);
+      if (entry->root() == u) entry->set_root(r);
+      entry->RemoveInstruction(u);
+      continue;
+    }
+    if (whole == nullptr) whole = eb.Tuple(results);
+  }
+  if (whole != nullptr) loop.ReplaceAllUsesWith(whole);
+  if (entry->root() == &loop) entry->set_root(whole != nullptr ? whole : eb.Tuple(results));
+  entry->RemoveInstruction(&loop);
+  if (init->users().empty() && entry->root() != init) entry->RemoveInstruction(init);
+  bool still_called = false;
+  for (const auto& c : module_.computations())
+    for (const auto& i : c->instructions())
+      for (Computation* called : i->called_computations())
+        if (called == old_cond || called == old_body) still_called = true;
+  if (!still_called) {
+    module_.RemoveComputation(old_body);
+    module_.RemoveComputation(old_cond);
+  }
+  entry->SortTopologically();
+
+  int64_t tiles = 1;
+  if (base_h != nullptr && base_h->IsTiled())
+    for (int64_t d = 0; d < rank; ++d) tiles *= base_h->TileDim(d);
+  const int64_t micro_bytes = act.ByteSize() / micro / tiles;
+  // The stage buffer, the microbatches held for the first stage, the
+  // stored outputs, and per-microbatch stacked results kept for later.
+  int64_t bytes = micro_bytes * (1 + 2 * micro);
+  for (const Carried& c : carried)
+    if (c.kind == Carried::kBatchedOutput || c.kind == Carried::kBatchedRead)
+      bytes += c.local.ByteSize() / std::max<int64_t>(1, c.manual.IsTiled() ? [&] {
+                 int64_t n = 1;
+                 for (int64_t d = 0; d < c.local.rank(); ++d) n *= c.manual.TileDim(d);
+                 return n;
+               }() : 1);
+  schedule.peak_activation_bytes_per_stage = bytes;
+  return schedule;
+}
+
+}  // namespace
+
+StatusOr<PipelineReport> PipelineLayerLoops(Module& module, const Mesh& mesh,
+                                            const PipelineSpec& spec,
+                                            const PipelineRunOptions& run) {
+  Computation* entry = module.entry();
+  if (entry == nullptr) return Status::Error("pipeline: the module has no entry computation");
+  std::optional<int64_t> axis = mesh.AxisIndex(spec.axis);
+  if (!axis)
+    return Status::Error("pipeline: the stage axis '" + spec.axis + "' is not an axis of the mesh " +
+                         mesh.ToString());
+  const StageShardings shardings(mesh, *axis);
+
+  // The loops to pipeline, all analysed before anything changes.
+  std::vector<std::string> why_not;
+  std::vector<LayerLoop> loops;
+  if (spec.loops.empty()) {
+    loops = FindLayerLoops(*entry, &why_not);
+    if (loops.empty()) {
+      std::string reasons;
+      for (const std::string& w : why_not) reasons += "\n  note: " + w;
+      return Status::Error("no layer loop found: pipelining needs a scanned model (a while over "
+                           "stacked per-layer weights), see docs/pipeline.md" + reasons,
+                           entry->loc());
+    }
+  } else {
+    for (const std::string& name : spec.loops) {
+      Instruction* w = entry->Find(name);
+      if (w == nullptr)
+        return Status::Error("pipeline: \"loops\" names %" + name +
+                             ", which is not an instruction of the entry computation");
+      MS_ASSIGN_OR_RETURN(LayerLoop l, AnalyseLayerLoop(*w));
+      loops.push_back(l);
+    }
+  }
+  for (const LayerLoop& l : loops) {
+    StatusOr<PipelineSchedule> planned =
+        PlanSchedule(spec, shardings.stages(), l.layers, l.reversed);
+    if (!planned.ok()) return ErrorAt(*l.loop, planned.status().message());
+  }
+  PipelineReport report;
+  std::map<const Instruction*, int64_t> batch_dims;
+  LoopPipeliner pipeliner(module, shardings, spec, run, batch_dims);
+  for (const LayerLoop& l : loops) {
+    MS_ASSIGN_OR_RETURN(PipelineSchedule s, pipeliner.Run(l));
+    report.loops.push_back(std::move(s));
+  }
+  return report;
+}
+
+}  // namespace meshsplit

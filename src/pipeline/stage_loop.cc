@@ -1,0 +1,239 @@
+// The stage loop (stage_loop.h). The body is copied out of the module with
+// what it calls, rebatched by ShrinkBatch (which finds every batch-derived
+// dim by propagating a batch tiling), given L/S layers, and moved back in.
+#include "pipeline/stage_loop.h"
+
+#include <map>
+#include <set>
+
+#include "ir/shape_inference.h"
+#include "pipeline/builder.h"
+#include "transforms/shrink_batch.h"
+
+namespace meshsplit {
+namespace {
+
+Status ErrorAt(const Instruction& at, const std::string& what) {
+  return Status::Error(what, at.loc());
+}
+
+void Reachable(Computation* root, std::set<Computation*>& out) {
+  if (!out.insert(root).second) return;
+  for (const auto& i : root->instructions())
+    for (Computation* c : i->called_computations()) Reachable(c, out);
+}
+
+// Replaces every `call` in `comp` by a copy of its callee's instructions, so
+// that rebatching sees one body (a callee shared by several call sites
+// cannot take one microbatch shape for all of them).
+void InlineCalls(Module& module, Computation& comp) {
+  for (;;) {
+    Instruction* call = nullptr;
+    for (const auto& i : comp.instructions())
+      if (i->opcode() == Opcode::kCall && i->to_apply() != nullptr) {
+        call = i.get();
+        break;
+      }
+    if (call == nullptr) return;
+    const Computation* callee = call->to_apply();
+    std::map<const Instruction*, Instruction*> copied;
+    for (Instruction* i : callee->MakePostOrder()) {
+      if (i->opcode() == Opcode::kParameter) {
+        copied[i] = call->operand(static_cast<int>(i->attrs().parameter_number));
+        continue;
+      }
+      auto c = std::make_unique<Instruction>(i->opcode(), module.UniqueInstructionName(i->name()),
+                                             i->shape());
+      c->mutable_attrs() = i->attrs();
+      if (i->has_literal()) c->set_literal(i->literal());
+      c->set_called_computations(i->called_computations());
+      c->set_loc(i->loc());
+      if (i->has_sharding()) c->set_sharding(*i->sharding());
+      for (Instruction* o : i->operands()) c->AppendOperand(copied.at(o));
+      copied[i] = comp.AddInstruction(std::move(c));
+    }
+    Instruction* result = copied.at(callee->root());
+    call->ReplaceAllUsesWith(result);
+    if (comp.root() == call) comp.set_root(result);
+    comp.RemoveInstruction(call);
+    comp.SortTopologically();
+  }
+}
+
+// The loop body alone, as the entry of a copy of the module, rebatched.
+StatusOr<std::unique_ptr<Module>> RebatchedBody(
+    const Module& module, const Instruction& loop, int64_t microbatches,
+    const std::vector<std::pair<int64_t, int64_t>>& batch_dims) {
+  std::unique_ptr<Module> copy = module.Clone();
+  Computation* body = copy->FindComputation(loop.while_body()->name());
+  std::set<Computation*> keep;
+  Reachable(body, keep);
+  for (Computation* c : keep) InlineCalls(*copy, *c);
+  keep.clear();
+  Reachable(body, keep);
+  std::vector<Computation*> drop;
+  for (const auto& c : copy->computations())
+    if (!keep.count(c.get())) drop.push_back(c.get());
+  copy->set_entry(body);
+  for (Computation* c : drop) copy->RemoveComputation(c);
+  ShrinkBatchOptions shrink;
+  shrink.parameters = {body->parameter(0)->name()};
+  shrink.tuple_batch_dims = batch_dims;
+  shrink.factor = microbatches;
+  StatusOr<ShrinkBatchReport> shrunk = ShrinkBatch(*copy, shrink);
+  if (!shrunk.ok())
+    return ErrorAt(loop, "loop %" + loop.name() + ": its body does not run on a microbatch: " +
+                             shrunk.status().message());
+  return copy;
+}
+
+// True when `v` adds up contributions over the batch: a dot contracting, or
+// a reduce-add over, a batch-derived dim, seen through shape-only ops and
+// sums of such values. Only such stacked results may be summed over
+// microbatches (a weight gradient is; a max over the batch would not be).
+bool SumsOverBatch(const Instruction* v, const std::set<std::string>& batched) {
+  switch (v->opcode()) {
+    case Opcode::kReshape: case Opcode::kTranspose: case Opcode::kConvert:
+    case Opcode::kCopy: case Opcode::kBitcast: case Opcode::kNegate:
+      return SumsOverBatch(v->operand(0), batched);
+    case Opcode::kAdd: case Opcode::kSubtract:
+      return SumsOverBatch(v->operand(0), batched) && SumsOverBatch(v->operand(1), batched);
+    case Opcode::kDot:
+      return batched.count(v->operand(0)->name()) > 0 && batched.count(v->operand(1)->name()) > 0;
+    case Opcode::kReduce: {
+      if (v->operand_count() != 2 || !batched.count(v->operand(0)->name())) return false;
+      const Computation* f = v->to_apply();
+      return f != nullptr && f->root()->opcode() == Opcode::kAdd &&
+             f->root()->operand(0)->opcode() == Opcode::kParameter &&
+             f->root()->operand(1)->opcode() == Opcode::kParameter;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
+                                   const StageShardings& shardings, int64_t microbatches,
+                                   int64_t batch_dim,
+                                   const std::map<int64_t, int64_t>& read_batch_dims) {
+  const int64_t stages = shardings.stages();
+  Instruction& loop = *scan.loop;
+  const Computation& original = *loop.while_body();
+  std::vector<std::pair<int64_t, int64_t>> batch_dims = {{scan.activation, batch_dim}};
+  for (const auto& [e, d] : read_batch_dims) batch_dims.emplace_back(e, d);
+
+  // First rebatch: which dim of each stacked result's update shrank.
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> copy,
+                      RebatchedBody(module, loop, microbatches, batch_dims));
+  StageLoop out;
+  bool batched_outputs = false;
+  for (int64_t e : scan.outputs) {
+    const Instruction* update = copy->entry()->root()->operand(static_cast<int>(e))->operand(1);
+    const Instruction* before = original.Find(update->name());
+    int64_t dim = -1;
+    for (int64_t d = 0; before != nullptr && d < update->shape().rank(); ++d) {
+      if (update->shape().dimensions(static_cast<int>(d)) ==
+          before->shape().dimensions(static_cast<int>(d)))
+        continue;
+      if (dim >= 0)
+        return ErrorAt(loop, "loop %" + loop.name() + " writes %" + update->name() +
+                                 ", whose dims " + std::to_string(dim) + " and " +
+                                 std::to_string(d) + " both derive from the batch");
+      dim = d;
+    }
+    out.output_batch_dims[e] = dim;
+    if (dim >= 0) {
+      batch_dims.emplace_back(e, dim);
+      batched_outputs = true;
+    }
+  }
+  // Second rebatch with the batched results' buffers shrunk too.
+  if (batched_outputs) {
+    MS_ASSIGN_OR_RETURN(copy, RebatchedBody(module, loop, microbatches, batch_dims));
+  }
+  Computation* body = copy->entry();
+  std::set<std::string> batched;
+  for (const auto& i : body->instructions()) {
+    const Instruction* before = original.Find(i->name());
+    if (before != nullptr && before->shape() != i->shape()) batched.insert(i->name());
+  }
+  for (const auto& [e, dim] : out.output_batch_dims) {
+    const Instruction* update = body->root()->operand(static_cast<int>(e))->operand(1);
+    if (dim < 0 && !SumsOverBatch(update, batched))
+      return ErrorAt(loop, "loop %" + loop.name() + " writes per-layer %" + update->name() +
+                               ", which neither carries the batch nor sums over it: "
+                               "microbatches cannot be combined");
+  }
+
+  // The stacked elements hold this stage's layers only.
+  const int64_t per_stage = scan.layers / stages;
+  Instruction* param = body->parameter(0);
+  Shape carried = param->shape();
+  std::vector<int64_t> per_layer = scan.stacked;
+  per_layer.insert(per_layer.end(), scan.outputs.begin(), scan.outputs.end());
+  for (int64_t e : per_layer) carried.mutable_tuple_shapes()[e].mutable_dimensions()[0] = per_stage;
+  param->set_shape(carried);
+  for (Instruction* g : param->users())
+    g->set_shape(carried.tuple_shapes(static_cast<int>(g->attrs().tuple_index)));
+  for (int64_t e : scan.outputs)
+    body->root()->operand(static_cast<int>(e))->set_shape(carried.tuple_shapes(static_cast<int>(e)));
+  body->root()->set_shape(carried);
+  // A reverse scan's index counts down from this stage's last layer.
+  if (scan.reversed) {
+    Builder b(*copy, *body, loop.loc());
+    Instruction* last = b.ConstantS32(per_stage - 1);
+    for (Instruction* g : param->users()) {
+      if (g->attrs().tuple_index != scan.counter) continue;
+      for (Instruction* u : std::vector<Instruction*>(g->users()))
+        if (u->opcode() == Opcode::kSubtract && u->operand(1) == g) u->ReplaceOperand(0, last);
+    }
+    body->SortTopologically();
+  }
+  for (const auto& i : body->instructions()) {
+    if (i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kConstant) continue;
+    StatusOr<Shape> inferred = InferShape(*i);
+    if (inferred.ok() && !inferred->Compatible(i->shape()))
+      return ErrorAt(loop, "loop %" + loop.name() + ": the stage body is ill-formed at %" +
+                               i->name() + " (" + i->shape().ToString(false) + ", inferred " +
+                               inferred->ToString(false) + ")");
+  }
+
+  // Annotations inside the body now sit inside the stage region.
+  for (const auto& c : copy->computations())
+    for (const auto& i : c->instructions()) {
+      if (!i->has_sharding() || i->sharding()->IsManual() || i->sharding()->HasManualSubgroup())
+        continue;
+      const Sharding given = *i->sharding();
+      StatusOr<Sharding> inside = shardings.Manual(&given, i->shape().IsArray() ? i->shape().rank() : 0, 0);
+      if (!inside.ok())
+        return ErrorAt(loop, "loop %" + loop.name() + ": the annotation of %" + i->name() +
+                                 " cannot move inside the stages: " + inside.status().message());
+      i->set_sharding(*inside);
+    }
+
+  // Move the copy's computations into the module under fresh names.
+  out.carried = carried;
+  for (Computation* c : copy->MakeComputationPostOrder()) {
+    std::unique_ptr<Computation> owned = copy->ReleaseComputation(c);
+    std::string name = c->name() + ".stage";
+    while (module.FindComputation(name) != nullptr) name += "_";
+    owned->set_name(name);
+    for (const auto& i : owned->instructions())
+      i->set_name(module.UniqueInstructionName(i->name()));
+    Computation* added = module.AddComputation(std::move(owned));
+    if (c == body) out.body = added;
+  }
+  std::string cond_name = loop.while_condition()->name() + ".stage";
+  while (module.FindComputation(cond_name) != nullptr) cond_name += "_";
+  auto cond = std::make_unique<Computation>(cond_name);
+  Builder b(module, *cond, loop.loc());
+  Instruction* p = b.Parameter(0, carried, "stage_layers");
+  cond->set_root(b.Compare(b.Element(p, scan.counter), b.ConstantS32(per_stage),
+                           ComparisonDirection::kLt));
+  out.condition = module.AddComputation(std::move(cond));
+  return out;
+}
+
+}  // namespace meshsplit
