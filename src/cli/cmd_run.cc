@@ -74,6 +74,10 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
   SpmdRunRequest request{m.num_partitions(),
                          flags.partitioned, !flags.no_propagate, flags.backend,
                          CompileOptionsFor(flags.shard).partition};
+  StatusOr<std::optional<PipelineRequest>> pipeline =
+      RequestedPipeline(CompileOptionsFor(flags.shard));
+  if (!pipeline.ok()) return ReportError(pipeline.status());
+  request.pipeline = *pipeline;
   StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
   if (!out.ok()) return ReportError(out.status());
   // Only now, with every rank agreed on success, does rank 0 write (each
@@ -94,8 +98,12 @@ int RunCommand(const RunFlags& flags) {
   if (!module.ok()) return ReportError(module.status());
   Module& m = **module;
   if (flags.backend == "mpi") return RunCommandMpi(flags, m);
+  StatusOr<std::optional<PipelineRequest>> pipeline =
+      RequestedPipeline(CompileOptionsFor(flags.shard));
+  if (!pipeline.ok()) return ReportError(pipeline.status());
   const bool spmd = flags.shard.num_partitions > 1 || flags.partitioned ||
-                    (!flags.shard.spec.empty() && m.num_partitions() > 1);
+                    (!flags.shard.spec.empty() && m.num_partitions() > 1) ||
+                    pipeline->has_value();
   std::unique_ptr<Computation> global_sig;
   if (spmd && flags.partitioned && m.entry() != nullptr) global_sig = GlobalSignature(m);
   if (m.entry() == nullptr) return ReportError(Status::Error(flags.file + ": module has no entry computation"));
@@ -115,6 +123,7 @@ int RunCommand(const RunFlags& flags) {
   SpmdRunRequest spmd_request{m.num_partitions(),
                               flags.partitioned, !flags.no_propagate, flags.backend,
                               CompileOptionsFor(flags.shard).partition};
+  spmd_request.pipeline = *pipeline;
   StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
                                   : RunEntry(m, std::move(inputs), options);
   if (!result.ok()) return ReportError(result.status());

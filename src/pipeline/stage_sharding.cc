@@ -1,15 +1,25 @@
 // Stage shardings (stage_sharding.h), built device by device: each device's
-// tile index under `base` plus its stage coordinate gives its place in the
-// new tile assignment. O(devices) per sharding, once per region border.
+// tile under `base` plus its stage coordinate gives its place in the new
+// tile assignment. O(devices) per sharding with no allocation per device
+// (compile time must stay flat in the device count).
 #include "pipeline/stage_sharding.h"
 
-#include <map>
 
 namespace meshsplit {
 
-int64_t StageShardings::StageOf(int64_t device) const {
-  return (*mesh_.devices().IndexOfDevice(device))[stage_axis_];
+StageShardings::StageShardings(Mesh mesh, int64_t stage_axis)
+    : mesh_(std::move(mesh)), stage_axis_(stage_axis) {
+  // Row-major positions over the mesh axes: the stage coordinate of the
+  // device at flat position q is (q / inner) % stages.
+  const TileAssignment& devices = mesh_.devices();
+  int64_t inner = 1;
+  for (int64_t a = stage_axis_ + 1; a < mesh_.num_axes(); ++a) inner *= mesh_.axes()[a].size;
+  stage_of_.assign(devices.num_devices(), 0);
+  for (int64_t q = 0; q < devices.num_devices(); ++q)
+    stage_of_[devices.DeviceAtFlat(q)] = (q / inner) % stages();
 }
+
+int64_t StageShardings::StageOf(int64_t device) const { return stage_of_[device]; }
 
 std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by) const {
   std::vector<std::pair<int64_t, int64_t>> pairs;
@@ -70,28 +80,29 @@ StatusOr<Sharding> StageShardings::Place(const Sharding* base, int64_t rank, int
   int64_t replicas = where == Where::kFull ? rest * s : rest;
   if (replicas > 1) dims.push_back(replicas);
 
+  // Row-major over the new dims, the data dims keep their order, so a
+  // device's place is (stage-major for kStageTiled, stage-minor for kManual)
+  // its data tile's flat index, then its replica number among the devices
+  // that share both.
   std::vector<int64_t> devices(n, -1);
-  std::map<std::vector<int64_t>, int64_t> seen;  // (data index, stage) -> replicas so far
-  for (int64_t dev = 0; dev < n; ++dev) {
-    std::vector<int64_t> data(rank, 0);
-    if (!replicated) {
-      std::vector<int64_t> at = *base->tile_assignment().IndexOfDevice(dev);
-      data.assign(at.begin(), at.begin() + rank);
-    }
-    int64_t stage = StageOf(dev);
-    std::vector<int64_t> key = data;
-    if (where != Where::kFull) key.push_back(stage);
-    int64_t replica = seen[key]++;
+  const bool per_stage = where != Where::kFull;
+  std::vector<int64_t> seen(tiled * (per_stage ? s : 1), 0);
+  const int64_t base_replicas = n / tiled;  // trailing subgroup positions in `base`
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t dev = replicated ? p : base->tile_assignment().DeviceAtFlat(p);
+    const int64_t data = replicated ? 0 : p / base_replicas;
+    const int64_t stage = StageOf(dev);
+    const int64_t group = per_stage ? data * s + stage : data;
+    const int64_t replica = seen[group]++;
     if (replica >= replicas)
       return Status::Error("sharding " + base->ToString() +
                            " does not replicate over the stage axis (it uses it already)");
-    std::vector<int64_t> index(leading, 0);
-    index.insert(index.end(), data.begin(), data.end());
-    if (where == Where::kStageTiled) index[0] = stage * (leading > 0 ? 1 : tiles[0]) + index[0];
-    if (where == Where::kManual) index.push_back(stage);
-    if (replicas > 1) index.push_back(replica);
     int64_t flat = 0;
-    for (size_t k = 0; k < dims.size(); ++k) flat = flat * dims[k] + index[k];
+    switch (where) {
+      case Where::kManual: flat = (data * s + stage) * replicas + replica; break;
+      case Where::kStageTiled: flat = (stage * tiled + data) * replicas + replica; break;
+      case Where::kFull: flat = data * replicas + replica; break;
+    }
     devices[flat] = dev;
   }
   TileAssignment assignment = TileAssignment::FromDevices(dims, devices);

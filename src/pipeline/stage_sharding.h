@@ -18,8 +18,7 @@ namespace meshsplit {
 
 class StageShardings {
  public:
-  StageShardings(Mesh mesh, int64_t stage_axis)
-      : mesh_(std::move(mesh)), stage_axis_(stage_axis) {}
+  StageShardings(Mesh mesh, int64_t stage_axis);
 
   int64_t stages() const { return mesh_.axes()[stage_axis_].size; }
   int64_t num_devices() const { return mesh_.num_devices(); }
@@ -47,6 +46,7 @@ class StageShardings {
 
   Mesh mesh_;
   int64_t stage_axis_;
+  std::vector<int64_t> stage_of_;  // by device id
 };
 
 }  // namespace meshsplit

@@ -403,7 +403,8 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Lite
     result_shape = module.entry()->root()->shape();
     StatusOr<std::unique_ptr<Module>> p =
         PropagateAndPartition(module, request.num_partitions, request.propagate,
-                              /*strict=*/false, /*failed_stage=*/nullptr, request.partition);
+                              /*strict=*/false, /*failed_stage=*/nullptr, request.partition,
+                              request.pipeline);
     if (p.ok()) {
       owned = std::move(p).value();
       partitioned = owned.get();
@@ -448,33 +449,36 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
                            : Status::Error("module has no entry computation"));
   if (!entry.ok()) return fail("reference", entry);
   std::string stage;
+  std::unique_ptr<Module> unpipelined;
   StatusOr<std::unique_ptr<Module>> partitioned =
       PropagateAndPartition(module, options.num_partitions, options.propagate, options.strict,
-                            &stage, options.partition);
+                            &stage, options.partition, options.pipeline, &unpipelined);
   Status agreed = Agree(partitioned.ok() ? Status::Ok() : partitioned.status());
   if (!agreed.ok()) return fail(stage.empty() ? "partition" : stage, agreed);
+  // With pipelining the one-device reference is the module before it.
+  const Module& reference = unpipelined != nullptr ? *unpipelined : module;
   CompareOptions copts = options.compare;
-  copts.reduction_length = ReductionLength(module);
+  copts.reduction_length = ReductionLength(reference);
   result.reduction_length = copts.reduction_length;
   // Rank 0 generates the seeded inputs and scatters the shards. The seed is
   // still part of the fingerprint: ranks launched with different flags are
   // a misconfigured job, whichever flag differs.
   std::vector<Literal> inputs;
-  if (out.is_root) inputs = RandomInputs(*module.entry(), options.seed);
+  if (out.is_root) inputs = RandomInputs(*reference.entry(), options.seed);
   Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions,
                                            "verify seed " + std::to_string(options.seed)));
   if (!same.ok()) return fail("spmd", same);
   std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs);
   // Rank 0 judges; the verdict is shared so every rank exits alike.
   if (out.is_root) {
-    StatusOr<Literal> ref = EvaluateModule(module, inputs);
+    StatusOr<Literal> ref = EvaluateModule(reference, inputs);
     const Instruction* proot = (*partitioned)->entry()->root();
     if (!ref.ok()) {
       result.status = "reference";
       result.message = ref.status().ToString();
     } else {
       StatusOr<Literal> got =
-          Assemble(per_device, module.entry()->root()->shape(), ShardingOrReplicated(*proot));
+          Assemble(per_device, reference.entry()->root()->shape(), ShardingOrReplicated(*proot));
       if (!got.ok()) {
         result.status = "assemble";
         result.message = "result (%" + proot->name() + "): " + got.status().message();

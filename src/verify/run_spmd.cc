@@ -59,7 +59,7 @@ StatusOr<Literal> RunModuleOnDevices(Module& module, std::vector<Literal> full_i
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> partitioned,
                       PropagateAndPartition(module, request.num_partitions, request.propagate,
                                             /*strict=*/false, /*failed_stage=*/nullptr,
-                                            request.partition));
+                                            request.partition, request.pipeline));
   return RunSpmd(*partitioned, full_inputs, result_shape, request.num_partitions);
 }
 

@@ -10,6 +10,7 @@
 
 #include "ir/literal.h"
 #include "ir/module.h"
+#include "compiler/compile.h"
 #include "partitioner/partitioner.h"
 #include "support/status.h"
 
@@ -26,6 +27,8 @@ struct SpmdRunRequest {
   std::string backend = "threads";
   // The partitioner's other options (windowed einsum).
   PartitionOptions partition;
+  // Pipeline the layer loops first (docs/pipeline.md).
+  std::optional<PipelineRequest> pipeline;
 };
 
 // Global shapes of an already partitioned entry: parameters (in order) and
