@@ -20,6 +20,7 @@
 #include "cli/command.h"
 #include "cli/shard_flags.h"
 #include "import/shard_spec.h"
+#include "ir/attribute_text.h"
 #include "ir/verifier.h"
 
 namespace meshsplit::cli {
@@ -49,6 +50,7 @@ struct AutoshardFlags {
   bool json = false;
   bool quiet = false;
   bool keep_batch_norm = false;
+  ParseOptions parse;  // --xla-strict
 };
 
 // "16GiB", "512MiB", "1e9", "4096" -> bytes.
@@ -142,9 +144,7 @@ nlohmann::ordered_json EvalJson(const Evaluation& e) {
 StatusOr<Mesh> ResolveMesh(const AutoshardFlags& flags, const Module& module) {
   std::string text = flags.mesh;
   if (text.empty() && flags.num_partitions > 0) text = "all=" + std::to_string(flags.num_partitions);
-  if (text.empty())
-    for (const auto& [key, value] : module.header_attrs())
-      if (key == "mesh") text = value;
+  if (text.empty()) text = ModuleFrontendAttribute(module, kModuleMeshAttribute).value_or("");
   if (text.empty() && module.num_partitions() > 1)
     text = "all=" + std::to_string(module.num_partitions());
   if (text.empty())
@@ -169,6 +169,7 @@ int RunAutoshard(AutoshardFlags flags) {
   load.until = CompileStage::kPrepared;
   load.verify_input = true;
   load.expand_batch_norm = !flags.keep_batch_norm;
+  load.parse = flags.parse;
   std::unique_ptr<Module> loaded;
   if (auto prepared = CompileFile(flags.file, load, &loaded); !prepared.ok())
     return ReportError(prepared.status());
@@ -369,6 +370,7 @@ const bool registered = RegisterCommand(
       auto f = std::make_shared<AutoshardFlags>();
       app->add_option("file", f->file, "HLO or ONNX file ('-' for stdin)")->required();
       app->add_option("--mesh", f->mesh, "device mesh 'data=2,model=4'");
+      AddXlaStrictFlag(app, &f->parse);
       AddNumPartitionsFlag(app, &f->num_partitions,
                            "number of devices (a one-axis mesh 'all=N' when --mesh is not "
                            "given; default: the module header's, else the devices its "

@@ -18,16 +18,18 @@ const bool kRegistered = RegisterCommand(
       auto operand_shapes = std::make_shared<bool>(false);
       auto verify_diagnostics = std::make_shared<bool>(false);
       auto output = std::make_shared<std::string>();
+      auto parse = std::make_shared<ParseOptions>();
       app->add_option("FILE", *file, "HLO text file ('-' for stdin)")->required();
       app->add_flag("--no-metadata", *no_metadata, "Drop metadata={...} attributes");
       app->add_flag("--operand-shapes", *operand_shapes,
                     "Print operand shapes inline: add(f32[2] %a, f32[2] %b)");
+      AddXlaStrictFlag(app, parse.get());
       AddOutputFlag(app, output.get());
       app->add_flag("--verify-diagnostics", *verify_diagnostics,
                     "Check the errors against // expected-error comments (tests)");
       return [=]() {
         if (*verify_diagnostics) return RunVerifyDiagnostics(*file);
-        StatusOr<std::unique_ptr<Module>> module = LoadModule(*file);
+        StatusOr<std::unique_ptr<Module>> module = LoadModule(*file, *parse);
         if (!module.ok()) return ReportError(module.status());
         PrintOptions options;
         options.print_metadata = !*no_metadata;

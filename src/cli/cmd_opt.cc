@@ -21,6 +21,7 @@ struct OptOptions {
   std::string dump_dir;
   bool list = false;
   std::string output;
+  ParseOptions parse;
 };
 
 int RunOpt(const OptOptions& opts) {
@@ -50,7 +51,7 @@ int RunOpt(const OptOptions& opts) {
     }
     pipeline.push_back(info->create(options, &result));
   }
-  auto module_or = LoadModule(opts.file);
+  auto module_or = LoadModule(opts.file, opts.parse);
   if (!module_or.ok()) return ReportError(module_or.status());
   Module& module = **module_or;
   int index = 0;
@@ -82,6 +83,7 @@ const bool registered = RegisterCommand(
                     "print the module to stderr after every pass");
       app->add_option("--dump-dir", opts->dump_dir, "write the module after every pass into DIR");
       app->add_flag("--list-passes", opts->list, "list the available passes");
+      AddXlaStrictFlag(app, &opts->parse);
       AddOutputFlag(app, &opts->output);
       return [opts]() { return RunOpt(*opts); };
     });

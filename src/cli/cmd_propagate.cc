@@ -184,6 +184,7 @@ const bool registered = RegisterCommand(
                       "device mesh 'data=2,model=4' (overrides the spec's mesh)");
       app->add_flag("--keep-batch-norm", opts->shard.keep_batch_norm,
                     "keep batch-norm ops fused (by default they are expanded, as partition does)");
+      AddXlaStrictFlag(app, &opts->shard.parse);
       AddOutputFlag(app, &opts->output);
       return [opts]() { return RunPropagate(*opts); };
     });

@@ -20,7 +20,9 @@ const bool kRegistered = RegisterCommand(
       auto file = std::make_shared<std::string>();
       auto options = std::make_shared<ShrinkBatchOptions>();
       auto output = std::make_shared<std::string>();
+      auto parse = std::make_shared<ParseOptions>();
       AddOutputFlag(app, output.get());
+      AddXlaStrictFlag(app, parse.get());
       app->add_option("FILE", *file, "HLO file ('-' for stdin)")->required();
       app->add_option("--param", options->parameters,
                       "entry parameter whose batch dim shrinks (repeatable)")
@@ -29,7 +31,7 @@ const bool kRegistered = RegisterCommand(
           ->capture_default_str();
       app->add_option("--factor", options->factor, "how many times smaller")->required();
       return [=]() {
-        StatusOr<std::unique_ptr<Module>> module = LoadModule(*file);
+        StatusOr<std::unique_ptr<Module>> module = LoadModule(*file, *parse);
         if (!module.ok()) return ReportError(module.status());
         auto report = ShrinkBatch(**module, *options);
         if (!report.ok()) return ReportError(report.status());

@@ -92,6 +92,7 @@ const bool kRegistered = RegisterCommand(
       app->add_option("--shard", o->shard.spec,
                       "sharding spec JSON, applied first so that its tile counts keep dividing");
       app->add_option("--mesh", o->shard.mesh, "device mesh 'data=2,model=4' (overrides the spec's)");
+      AddXlaStrictFlag(app, &o->shard.parse);
       AddOutputFlag(app, &o->output);
       return [o]() { return RunShrinkShapes(*o); };
     });

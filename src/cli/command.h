@@ -10,6 +10,7 @@
 #include <CLI/CLI.hpp>
 
 #include "support/status.h"
+#include "text/parser.h"
 
 namespace meshsplit::cli {
 
@@ -33,6 +34,10 @@ int ReportError(const Status& status);
 // Declares `-o,--output FILE` for a command that prints a module or a
 // document: where WriteOutput writes it.
 void AddOutputFlag(CLI::App* app, std::string* path);
+
+// Declares `--xla-strict` for a command that reads HLO text: parse it as
+// XLA's parser would, refusing what XLA refuses (text/parser.h ParseOptions).
+void AddXlaStrictFlag(CLI::App* app, ParseOptions* parse);
 
 // Writes `text` to `path` ("" or "-": standard output). A file is written
 // under a temporary name beside it and renamed into place, so a failure never

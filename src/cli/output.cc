@@ -1,4 +1,5 @@
-// -o FILE for every command that prints a module or a document (command.h).
+// -o FILE for every command that prints a module or a document, and
+// --xla-strict for those that read HLO (command.h).
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,12 @@ namespace meshsplit::cli {
 
 void AddOutputFlag(CLI::App* app, std::string* path) {
   app->add_option("-o,--output", *path, "write the output to FILE instead of stdout ('-': stdout)");
+}
+
+void AddXlaStrictFlag(CLI::App* app, ParseOptions* parse) {
+  app->add_flag("--xla-strict", parse->xla_strict,
+                "Refuse HLO that XLA's own parser refuses (unknown attributes, mesh= headers, "
+                "one-value array constants, mesh_split shardings) instead of reading it");
 }
 
 int WriteOutput(const std::string& path, const std::string& text) {

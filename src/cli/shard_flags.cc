@@ -2,6 +2,7 @@
 // by the commands that partition.
 #include "cli/shard_flags.h"
 
+#include "cli/command.h"
 #include "import/load.h"
 #include "import/pipeline_spec.h"
 
@@ -21,6 +22,7 @@ void AddShardFlags(CLI::App* app, ShardFlags* flags) {
         auto parsed = ParsePipelineFlag(text);
         return parsed.ok() ? std::string() : parsed.status().message();
       });
+  AddXlaStrictFlag(app, &flags->parse);
   PartitionOptions& w = flags->windowed_einsum;
   app->add_option("--windowed-einsum-threshold", w.windowed_einsum_threshold_bytes,
                   "Windowed einsum: loop over shards with collective-permute instead of "
@@ -56,6 +58,7 @@ CompileOptions CompileOptionsFor(const ShardFlags& flags) {
     auto parsed = ParsePipelineFlag(flags.pipeline);  // checked when the flag was read
     if (parsed.ok()) options.pipeline = *parsed;
   }
+  options.parse = flags.parse;
   const PartitionOptions& w = flags.windowed_einsum;
   options.partition.windowed_einsum_threshold_bytes = w.windowed_einsum_threshold_bytes;
   options.partition.max_windowed_einsum_iterations = w.max_windowed_einsum_iterations;

@@ -1,6 +1,6 @@
 // The flags of every command that partitions (partition, verify, run, report,
 // autoshard, shrink-shapes): `--shard SPEC.json`, `--mesh a=2,b=4`,
-// `--keep-batch-norm` and the windowed-einsum options, collected into the
+// `--keep-batch-norm`, `--xla-strict` and the windowed-einsum options, collected into the
 // compile pipeline's options (compiler/compile.h).
 #pragma once
 
@@ -26,6 +26,7 @@ struct ShardFlags {
   std::string pipeline;  // --pipeline axis=stage,microbatches=8,... (docs/pipeline.md)
   // --windowed-einsum-*: the partitioner's windowed-einsum options.
   PartitionOptions windowed_einsum;
+  ParseOptions parse;  // --xla-strict
 };
 
 void AddShardFlags(CLI::App* app, ShardFlags* flags);

@@ -120,7 +120,7 @@ StatusOr<CompileResult> Compile(Module& module, const CompileOptions& options) {
 
 StatusOr<CompileResult> CompileFile(const std::string& path, const CompileOptions& options,
                                     std::unique_ptr<Module>* module) {
-  MS_ASSIGN_OR_RETURN(*module, LoadModule(path));
+  MS_ASSIGN_OR_RETURN(*module, LoadModule(path, options.parse));
   return Compile(**module, options);
 }
 

@@ -28,6 +28,7 @@
 #include "pipeline/pipeline.h"
 #include "propagation/propagation.h"
 #include "support/status.h"
+#include "text/parser.h"
 #include "transforms/shrink_batch.h"
 #include "transforms/shrink_shapes.h"
 
@@ -50,6 +51,10 @@ struct CompileOptions {
   std::string spec_path;
   std::shared_ptr<const ShardSpec> spec;
   std::string mesh;
+
+  // CompileFile: how HLO text is parsed (`xla_strict`: refuse what XLA's
+  // parser refuses, `--xla-strict`).
+  ParseOptions parse;
 
   // verify: run the IR verifier on the module (after the spec).
   bool verify_input = false;

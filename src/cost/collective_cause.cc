@@ -7,6 +7,8 @@
 // nearest originally-named user the consumer.
 #include "cost/collective_cause.h"
 
+#include "ir/attribute_text.h"
+
 #include <deque>
 #include <unordered_map>
 #include <unordered_set>

@@ -2,6 +2,7 @@
 #include "import/load.h"
 
 #include "import/shardy_input.h"
+#include "ir/attribute_text.h"
 #include "ir/verifier.h"
 #include "text/parser.h"
 #ifdef MESHSPLIT_HAVE_ONNX
@@ -26,39 +27,31 @@ bool HaveOnnxImporter() {
 }
 
 namespace {
-constexpr std::string_view kOutputNamesKey = "onnx_output_names=\"";
+// A comma-separated list of names inside one frontend attribute.
+constexpr char kOutputNamesKey[] = "onnx_output_names";
 }  // namespace
 
 std::vector<std::string> EntryOutputNames(const Module& module) {
-  for (const auto& [key, value] : module.header_attrs()) {
-    if (key != "frontend_attributes") continue;
-    size_t at = value.find(kOutputNamesKey);
-    if (at == std::string::npos) continue;
-    at += kOutputNamesKey.size();
-    size_t end = value.find('"', at);
-    if (end == std::string::npos) return {};
-    std::vector<std::string> names;
-    std::string list = value.substr(at, end - at);
-    for (size_t start = 0;;) {
-      size_t comma = list.find(',', start);
-      names.push_back(list.substr(start, comma - start));
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-    return names;
+  std::optional<std::string> list = ModuleFrontendAttribute(module, kOutputNamesKey);
+  if (!list) return {};
+  std::vector<std::string> names;
+  for (size_t start = 0;;) {
+    size_t comma = list->find(',', start);
+    names.push_back(list->substr(start, comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
   }
-  return {};
+  return names;
 }
 
 void SetEntryOutputNames(Module& module, const std::vector<std::string>& names) {
   std::string list;
   for (const std::string& n : names) {
-    if (n.find_first_of(",\"") != std::string::npos) return;
+    if (n.find(',') != std::string::npos) return;
     list += (list.empty() ? "" : ",") + n;
   }
   if (names.empty()) return;
-  module.mutable_header_attrs().emplace_back(
-      "frontend_attributes", "{" + std::string(kOutputNamesKey) + list + "\"}");
+  SetModuleFrontendAttribute(module, kOutputNamesKey, list);
 }
 
 namespace {
@@ -82,7 +75,8 @@ bool LooksLikeMlir(const std::string& path, const std::string& text) {
          text.compare(start, 3, "ML\xefR") == 0;
 }
 
-StatusOr<std::unique_ptr<Module>> ReadModule(const std::string& path) {
+StatusOr<std::unique_ptr<Module>> ReadModule(const std::string& path,
+                                             const ParseOptions& parse) {
   MS_ASSIGN_OR_RETURN(std::shared_ptr<const SourceFile> file, ReadSourceFile(path));
   if (EndsWith(path, ".onnx") || LooksLikeOnnx(file->text)) {
 #ifdef MESHSPLIT_HAVE_ONNX
@@ -101,21 +95,22 @@ StatusOr<std::unique_ptr<Module>> ReadModule(const std::string& path) {
                "HLO text instead: from JAX, run with XLA_FLAGS=--xla_dump_to=DIR and take "
                "DIR/*.before_optimizations.txt, or print "
                "jax.jit(f).lower(...).as_text(dialect=\"hlo\")");
-  return ParseHloText(std::move(file));
+  return ParseHloText(std::move(file), parse);
 }
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ParseModule(std::move(file)));
+StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file,
+                                               const ParseOptions& parse) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ParseModule(std::move(file), parse));
   // Shardy-era HLO (JAX's default) carries its shardings as xla.sdy.*
   // attributes; lowered here, every command reads them.
   MS_RETURN_IF_ERROR(ImportShardy(*module).status());
   return module;
 }
 
-StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path) {
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ReadModule(path));
+StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path, const ParseOptions& parse) {
+  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> module, ReadModule(path, parse));
   // Propagation and the partitioner assume a well-typed module (operand
   // ranks, dimension numbers, sharding ranks); checking here is what keeps
   // malformed input from reaching them.

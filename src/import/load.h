@@ -9,6 +9,7 @@
 #include "ir/module.h"
 #include "support/source_loc.h"
 #include "support/status.h"
+#include "text/parser.h"
 
 namespace meshsplit {
 
@@ -16,13 +17,16 @@ namespace meshsplit {
 // as HLO text and its Shardy shardings, if any, lowered (ImportShardy,
 // import/shardy_input.h); then runs the IR verifier (ir/verifier.h), so no command works
 // on a module whose shapes, attributes or shardings are inconsistent. Errors
-// name the file (and the line, when there is one).
-StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path);
+// name the file (and the line, when there is one). `parse` applies to HLO
+// text (`xla_strict`: refuse what XLA's parser refuses).
+StatusOr<std::unique_ptr<Module>> LoadModule(const std::string& path,
+                                             const ParseOptions& parse = {});
 
 // HLO text to a module: the parser, then the Shardy reader. What LoadModule
 // does for a text file (without the verifier), for callers holding the text
 // (the Python binding's `parse`).
-StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file);
+StatusOr<std::unique_ptr<Module>> ParseHloText(std::shared_ptr<const SourceFile> file,
+                                               const ParseOptions& parse = {});
 
 // True when this build has the ONNX importer (libonnx + protobuf found).
 bool HaveOnnxImporter();
@@ -33,8 +37,8 @@ bool HaveOnnxImporter();
 // its output files after them.
 std::vector<std::string> EntryOutputNames(const Module& module);
 
-// Records `names` as above. Names holding ',' or '"' are not recorded (the
-// attribute is a comma-separated list inside a quoted string).
+// Records `names` as above. Names holding ',' are not recorded (the
+// attribute is one comma-separated list).
 void SetEntryOutputNames(Module& module, const std::vector<std::string>& names);
 
 }  // namespace meshsplit

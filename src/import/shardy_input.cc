@@ -717,15 +717,14 @@ class Importer {
     m_.set_num_partitions(devices_);
     // The named mesh of hand-written HLO, when there is one to name.
     if (mesh_names_.size() != 1 || mesh_names_.begin()->empty()) return Status::Ok();
-    for (const auto& [key, value] : m_.header_attrs())
-      if (key == "mesh") return Status::Ok();
+    if (ModuleFrontendAttribute(m_, kModuleMeshAttribute)) return Status::Ok();
     const sdy::MeshDecl& decl = meshes_.at(*mesh_names_.begin());
     std::vector<MeshAxis> axes;
     for (const sdy::MeshAxisDecl& a : decl.axes) axes.push_back({a.name, a.size});
     StatusOr<Mesh> mesh = Mesh::Create(axes, decl.device_ids);
     // Axis names that are not identifiers have no named form here.
     if (!mesh.ok() || !Mesh::Parse(mesh->ToString()).ok()) return Status::Ok();
-    m_.mutable_header_attrs().emplace_back("mesh", "{" + mesh->ToString() + "}");
+    SetModuleFrontendAttribute(m_, kModuleMeshAttribute, mesh->ToString());
     return Status::Ok();
   }
 

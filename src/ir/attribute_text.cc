@@ -2,6 +2,8 @@
 // ir/attribute_text.h.
 #include "ir/attribute_text.h"
 
+#include "ir/module.h"
+
 #include <algorithm>
 #include <charconv>
 
@@ -107,53 +109,126 @@ StatusOr<std::vector<int64_t>> ReadIntListAttribute(const Instruction& instr,
   return list;
 }
 
+
 std::optional<FrontendAttributePairs> ParseFrontendAttributes(std::string_view t) {
   FrontendAttributePairs out;
   size_t p = 0;
   auto skip_space = [&] {
-    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t')) ++p;
+    while (p < t.size() && (t[p] == ' ' || t[p] == '\n' || t[p] == '\t' || t[p] == '\r')) ++p;
   };
   skip_space();
   if (p >= t.size() || t[p] != '{') return std::nullopt;
   ++p;
-  while (true) {
-    skip_space();
-    if (p < t.size() && t[p] == '}') return out;
-    size_t k = p;
-    while (p < t.size() && t[p] != '=' && t[p] != ',' && t[p] != '}') ++p;
-    if (p >= t.size() || t[p] != '=') return std::nullopt;
-    std::string key(t.substr(k, p - k));
-    while (!key.empty() && key.back() == ' ') key.pop_back();
+  skip_space();
+  if (p < t.size() && t[p] == '}') {
     ++p;
-    skip_space();
-    if (p >= t.size() || t[p] != '"') return std::nullopt;
-    ++p;
-    std::string value;
-    while (p < t.size() && t[p] != '"') {
-      if (t[p] == '\\' && p + 1 < t.size()) ++p;
-      value += t[p++];
+  } else {
+    while (true) {
+      skip_space();
+      size_t k = p;
+      while (p < t.size() && t[p] != '=' && t[p] != ',' && t[p] != '}' && t[p] != ' ') ++p;
+      if (p == k) return std::nullopt;
+      std::string key(t.substr(k, p - k));
+      skip_space();
+      if (p >= t.size() || t[p] != '=') return std::nullopt;
+      ++p;
+      skip_space();
+      std::string value;
+      if (p < t.size() && t[p] == '"') {
+        ++p;
+        while (p < t.size() && t[p] != '"') {
+          if (t[p] == '\\' && p + 1 < t.size()) ++p;
+          value += t[p++];
+        }
+        if (p >= t.size()) return std::nullopt;
+        ++p;
+      } else if (p < t.size() && t[p] == '{') {
+        // A JSON dict: kept as its text, braces included. Strings inside
+        // may hold braces.
+        size_t start = p;
+        int depth = 0;
+        bool in_string = false;
+        for (; p < t.size(); ++p) {
+          char c = t[p];
+          if (in_string) {
+            if (c == '\\') ++p;
+            else if (c == '"') in_string = false;
+          } else if (c == '"') {
+            in_string = true;
+          } else if (c == '{') {
+            ++depth;
+          } else if (c == '}' && --depth == 0) {
+            break;
+          }
+        }
+        if (p >= t.size()) return std::nullopt;
+        ++p;
+        value.assign(t.substr(start, p - start));
+      } else {
+        return std::nullopt;
+      }
+      out.emplace_back(std::move(key), std::move(value));
+      skip_space();
+      if (p < t.size() && t[p] == ',') {
+        ++p;
+        continue;
+      }
+      if (p < t.size() && t[p] == '}') {
+        ++p;
+        break;
+      }
+      return std::nullopt;
     }
-    if (p >= t.size()) return std::nullopt;
-    ++p;
-    out.emplace_back(std::move(key), std::move(value));
-    skip_space();
-    if (p < t.size() && t[p] == ',') ++p;
-    else if (p >= t.size() || t[p] != '}') return std::nullopt;
   }
+  skip_space();
+  if (p != t.size()) return std::nullopt;
+  return out;
 }
 
 std::string FormatFrontendAttributes(const FrontendAttributePairs& pairs) {
   std::string out = "{";
-  for (const auto& [key, value] : pairs) {
-    if (out.size() > 1) out += ",";
-    out += key + "=\"";
-    for (char c : value) {
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    if (i > 0) out += ',';
+    out += pairs[i].first;
+    out += "=\"";
+    for (char c : pairs[i].second) {
       if (c == '"' || c == '\\') out += '\\';
       out += c;
     }
-    out += "\"";
+    out += '"';
   }
   return out + "}";
+}
+
+std::optional<std::string> ModuleFrontendAttribute(const Module& module, std::string_view key) {
+  for (const auto& [k, v] : module.header_attrs()) {
+    if (k != "frontend_attributes") continue;
+    std::optional<FrontendAttributePairs> pairs = ParseFrontendAttributes(v);
+    if (!pairs) continue;
+    for (const auto& [name, value] : *pairs)
+      if (name == key) return value;
+  }
+  return std::nullopt;
+}
+
+void SetModuleFrontendAttribute(Module& module, std::string_view key, const std::string& value) {
+  auto& header = module.mutable_header_attrs();
+  for (auto& [k, v] : header) {
+    if (k != "frontend_attributes") continue;
+    std::optional<FrontendAttributePairs> pairs = ParseFrontendAttributes(v);
+    if (!pairs) continue;
+    bool replaced = false;
+    for (auto& [name, old] : *pairs)
+      if (name == key) {
+        old = value;
+        replaced = true;
+      }
+    if (!replaced) pairs->emplace_back(std::string(key), value);
+    v = FormatFrontendAttributes(*pairs);
+    return;
+  }
+  header.emplace_back("frontend_attributes",
+                      FormatFrontendAttributes({{std::string(key), value}}));
 }
 
 }  // namespace meshsplit

@@ -1,8 +1,9 @@
 // Reading the value text of uninterpreted attributes (Attributes::extra),
 // which the parser keeps verbatim: the integer lists of ragged-dot's
 // lhs_ragged_dims / rhs_group_dims and fft's fft_length, read by shape
-// inference, the interpreter and the partitioner alike. The text can come
-// from a user's file, so every malformation is an error, never an exception.
+// inference, the interpreter and the partitioner alike, and frontend
+// attributes (instructions' and the module's). The text can come from a
+// user's file, so every malformation is an error, never an exception.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <string>
 #include <utility>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "ir/instruction.h"
@@ -35,12 +37,29 @@ StatusOr<std::vector<int64_t>> ParseIntListAttribute(std::string_view name, std:
 StatusOr<std::vector<int64_t>> ReadIntListAttribute(const Instruction& instr,
                                                     const std::string& name);
 
-// The key="value" pairs of a frontend_attributes text `{k="v", k2="v2"}`
-// in order, the values unescaped (a backslash takes the next character
-// literally, as for `\"` and `\\`); nullopt when the text has another form.
+class Module;
+
+// Frontend attributes, XLA's `{key="value", key2="value2"}` (on an
+// instruction or in the module header): the pairs in text order, values
+// unescaped. A value may also be a brace-balanced JSON dict (`key={...}`),
+// which XLA keeps as its text; it is returned with its braces. nullopt when
+// `text` does not have that form (XLA's parser would refuse it).
 using FrontendAttributePairs = std::vector<std::pair<std::string, std::string>>;
 std::optional<FrontendAttributePairs> ParseFrontendAttributes(std::string_view text);
-// The inverse: `{k="v",...}` with quotes and backslashes escaped.
+// The inverse: every value quoted, with `"` and `\` escaped (a JSON dict
+// value becomes a string holding the same text, which is what XLA stores).
 std::string FormatFrontendAttributes(const FrontendAttributePairs& pairs);
+
+// The module's frontend attribute `key` (the header's
+// `frontend_attributes={...}`), or nullopt when absent.
+std::optional<std::string> ModuleFrontendAttribute(const Module& module, std::string_view key);
+// Sets (or replaces) the module's frontend attribute `key`, keeping the
+// others and their order; creates the header attribute if needed.
+void SetModuleFrontendAttribute(Module& module, std::string_view key, const std::string& value);
+
+// The module frontend attribute that holds the device mesh named shardings
+// and the report use ("data=2,model=4", sharding/mesh.h's text form). XLA's
+// parser has no `mesh=` header attribute, so the mesh travels here.
+inline constexpr char kModuleMeshAttribute[] = "meshsplit.mesh";
 
 }  // namespace meshsplit

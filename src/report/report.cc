@@ -8,6 +8,7 @@
 #include <set>
 
 #include "compiler/compile.h"
+#include "ir/attribute_text.h"
 
 namespace meshsplit {
 namespace {
@@ -171,8 +172,7 @@ Status BuildReport(std::unique_ptr<Module> loaded, const ReportOptions& options,
   // shardings), else one axis over every partition.
   std::string mesh_text = options.mesh;
   if (mesh_text.empty())
-    for (const auto& [key, value] : module.header_attrs())
-      if (key == "mesh") mesh_text = value;
+    mesh_text = ModuleFrontendAttribute(module, kModuleMeshAttribute).value_or("");
   if (!mesh_text.empty()) {
     auto mesh = Mesh::Parse(mesh_text);
     if (!mesh.ok()) return Status::Error("--mesh: " + mesh.status().message());

@@ -49,7 +49,7 @@ struct ReportOptions {
   // partitioner records).
   bool partitioned = false;
   // The mesh ("data=2,model=4"): --mesh or the spec's; empty: the module
-  // header's `mesh=`, else one axis `all` over the partitions.
+  // frontend attribute meshsplit.mesh, else one axis `all` over the partitions.
   std::string mesh;
   PartitionOptions partition;  // the partitioner's other options
   // Pipeline the layer loops (docs/pipeline.md) before partitioning.

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "ir/attribute_text.h"
 #include "text/parser_impl.h"
 
 namespace meshsplit::text_internal {
@@ -81,11 +82,15 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
     if (end == Lexer::kNpos) return Error(value_pos, 1, "unbalanced '{' in sharding");
     std::string_view text = lex_.text().substr(value_pos, end - value_pos);
     if (IsNamedShardingText(text)) {
+      if (options_.xla_strict)
+        return StrictError(value_pos, text.size(),
+                           "mesh_split sharding; write the sharding it lowers to");
       // `{mesh_split [data, _]}`: lowered to an ordinary sharding here, so
       // the rest of the pipeline (and the printer) never sees the named form.
       if (!mesh_.has_value())
         return Error(value_pos, text.size(),
-                     "mesh_split needs a mesh: add mesh={...} to the HloModule line");
+                     "mesh_split needs a mesh: add frontend_attributes={meshsplit.mesh=\"data=2,model=4\"} "
+                     "to the HloModule line");
       StatusOr<Sharding> named = ParseNamedSharding(text, *mesh_);
       if (!named.ok())
         return Error(value_pos, text.size(),
@@ -296,6 +301,8 @@ bool Parser::ParseAttribute(Instruction* instr, std::string_view name,
 
   std::string value;
   if (!ParseVerbatim(&value, value_pos)) return false;
+  if (options_.xla_strict && name == "frontend_attributes" && !ParseFrontendAttributes(value))
+    return StrictError(value_pos, value.size(), "frontend_attributes must be {key=\"value\", ...}");
   a.extra.emplace_back(std::string(name), std::move(value));
   return true;
 }

@@ -154,8 +154,14 @@ bool Parser::ParseLiteral(const Shape& shape, Literal* literal, int depth) {
   Shape storage_shape(shape.element_type(), shape.dimensions());
   int64_t count = shape.ElementCount();
   if (shape.rank() > 0 && lex_.Peek() != '{') {
-    // XLA accepts one scalar for a whole array (`f32[4,4] constant(0)`) and
-    // fills every element with it. Bound the allocation that implies.
+    // Older meshsplit printed an array of one value as that value
+    // (`f32[4,4] constant(0)`); it is read as the filled array. XLA reads a
+    // rank >= 1 literal element by element and refuses this form. Bound the
+    // allocation it implies.
+    if (options_.xla_strict)
+      return StrictError(lex_.pos(), 1,
+                         "array constant of shape " + shape.ToString() +
+                             " written as one value; write {...} or broadcast a scalar constant");
     if (count * ByteWidth(shape.element_type()) > kMaxSplatBytes)
       return ErrorHere("constant of shape " + shape.ToString() + " is too large");
     Literal scalar(Shape(shape.element_type(), {}));

@@ -12,7 +12,9 @@
 #include <sstream>
 #include <unordered_set>
 
+#include "ir/attribute_text.h"
 #include "text/parser_impl.h"
+#include "text/xla_attributes.h"
 
 namespace meshsplit {
 namespace text_internal {
@@ -160,6 +162,8 @@ bool Parser::ParseHeader() {
     return ErrorHere("expected module name after 'HloModule', found " +
                      lex_.DescribeNext());
   module_ = std::make_unique<Module>(std::string(name));
+  size_t mesh_pos = std::string::npos;  // of a `mesh=` value
+  bool mesh_from_attribute = false;
   while (lex_.Eat(',')) {
     lex_.SkipTrivia();
     size_t key_pos = lex_.pos();
@@ -186,20 +190,53 @@ bool Parser::ParseHeader() {
       }
       continue;
     }
+    if (options_.xla_strict && !XlaAcceptsModuleAttribute(key))
+      return StrictError(key_pos, key.size(),
+                         key == "mesh"
+                             ? "'mesh=' is not an XLA module attribute; write the mesh as "
+                               "frontend_attributes={" + std::string(kModuleMeshAttribute) +
+                                   "=\"...\"}"
+                             : "unexpected module attribute '" + std::string(key) + "'");
     std::string value;
     if (!ParseVerbatim(&value, value_pos)) return false;
-    (void)key_pos;
-    if (key == "mesh") {  // kept verbatim; named shardings lower against it
-      StatusOr<Mesh> mesh = Mesh::Parse(value);
-      if (!mesh.ok())
-        return Error(value_pos, value.size(),
-                     "invalid mesh: " + mesh.status().message());
-      mesh_ = std::move(mesh).value();
+    if (key == "mesh") {
+      // The older spelling: read for compatibility, kept as the module
+      // frontend attribute that the printer writes (XLA has no `mesh=`).
+      if (!mesh_from_attribute && !SetMesh(value, value_pos)) return false;
+      mesh_pos = value_pos;
+      continue;
+    }
+    if (key == "frontend_attributes") {
+      std::optional<FrontendAttributePairs> pairs = ParseFrontendAttributes(value);
+      if (!pairs && options_.xla_strict)
+        return StrictError(value_pos, value.size(),
+                           "frontend_attributes must be {key=\"value\", ...}");
+      if (pairs)
+        for (const auto& [k, v] : *pairs)
+          if (k == kModuleMeshAttribute) {
+            if (!SetMesh(v, value_pos)) return false;
+            mesh_from_attribute = true;
+          }
     }
     module_->mutable_header_attrs().emplace_back(std::string(key),
                                                  std::move(value));
   }
+  // A `mesh=` header becomes the frontend attribute, unless one was given
+  // too (which then wins, being the newer spelling).
+  if (mesh_pos != std::string::npos && !mesh_from_attribute)
+    SetModuleFrontendAttribute(*module_, kModuleMeshAttribute, mesh_->ToString());
   return true;
+}
+
+bool Parser::SetMesh(const std::string& text, size_t pos) {
+  StatusOr<Mesh> mesh = Mesh::Parse(text);
+  if (!mesh.ok()) return Error(pos, text.size(), "invalid mesh: " + mesh.status().message());
+  mesh_ = std::move(mesh).value();
+  return true;
+}
+
+bool Parser::StrictError(size_t pos, size_t len, const std::string& what) {
+  return Error(pos, len, what + " (XLA's HLO parser refuses it; --xla-strict)");
 }
 
 bool Parser::ParseComputation() {
@@ -385,6 +422,7 @@ bool Parser::ParseInstruction(Computation* comp, Instruction** root,
   } else {
     if (!ParseOperands(instr)) return false;
   }
+  parsing_async_sugar_ = sugar_wrapped.has_value();
   if (!ParseAttributes(instr)) return false;
   if (sugar_wrapped.has_value()) {
     if (!DesugarAsyncStart(&owned, first_pending, op_pos, op_name.size())) return false;
@@ -452,12 +490,26 @@ bool Parser::ParseAttributes(Instruction* instr) {
         return Error(name_pos, name.size(),
                      "attribute '" + std::string(name) + "' given twice");
     seen_attrs_.push_back(name);
+    if (options_.xla_strict && !CheckStrictAttribute(*instr, name, name_pos)) return false;
     if (!lex_.Eat('=') && !Expect('=', ("after attribute '" + std::string(name) + "'").c_str()))
       return false;
     lex_.SkipTrivia();
     if (!ParseAttribute(instr, name, name_pos)) return false;
   }
   return true;
+}
+
+bool Parser::CheckStrictAttribute(const Instruction& instr, std::string_view name,
+                                  size_t name_pos) {
+  const Opcode op = instr.opcode();
+  if (XlaAcceptsAttribute(op, name, parsing_async_sugar_)) return true;
+  std::string own = XlaOpcodeAttributeList(op);
+  return StrictError(name_pos, name.size(),
+                     "attribute '" + std::string(name) + "' is not an attribute of " +
+                         std::string(OpcodeName(op)) + " (" +
+                         (own.empty() ? "it takes only the common ones"
+                                      : "its own are " + own) +
+                         ")");
 }
 
 bool Parser::CheckInstruction(Instruction* instr, size_t op_pos, size_t op_len,
@@ -676,16 +728,17 @@ bool Parser::RenameInstructions() {
 }  // namespace text_internal
 
 StatusOr<std::unique_ptr<Module>> ParseModule(
-    std::shared_ptr<const SourceFile> file) {
-  text_internal::Parser parser(std::move(file));
+    std::shared_ptr<const SourceFile> file, const ParseOptions& options) {
+  text_internal::Parser parser(std::move(file), options);
   return parser.Run();
 }
 
-StatusOr<std::unique_ptr<Module>> ParseModuleText(const std::string& text) {
+StatusOr<std::unique_ptr<Module>> ParseModuleText(const std::string& text,
+                                                  const ParseOptions& options) {
   auto file = std::make_shared<SourceFile>();
   file->name = "<string>";
   file->text = text;
-  return ParseModule(std::move(file));
+  return ParseModule(std::move(file), options);
 }
 
 StatusOr<std::shared_ptr<const SourceFile>> ReadSourceFile(const std::string& path) {
@@ -709,9 +762,10 @@ StatusOr<std::shared_ptr<const SourceFile>> ReadSourceFile(const std::string& pa
   return std::shared_ptr<const SourceFile>(std::move(file));
 }
 
-StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path) {
+StatusOr<std::unique_ptr<Module>> ParseModuleFile(const std::string& path,
+                                                  const ParseOptions& options) {
   MS_ASSIGN_OR_RETURN(std::shared_ptr<const SourceFile> file, ReadSourceFile(path));
-  return ParseModule(std::move(file));
+  return ParseModule(std::move(file), options);
 }
 
 }  // namespace meshsplit

@@ -15,6 +15,7 @@
 #include "sharding/mesh.h"
 #include "support/status.h"
 #include "text/lexer.h"
+#include "text/parser.h"
 
 namespace meshsplit::text_internal {
 
@@ -39,7 +40,8 @@ std::string SanitizeName(std::string_view name);
 
 class Parser {
  public:
-  explicit Parser(std::shared_ptr<const SourceFile> file) : lex_(std::move(file)) {}
+  Parser(std::shared_ptr<const SourceFile> file, const ParseOptions& options)
+      : lex_(std::move(file)), options_(options) {}
   StatusOr<std::unique_ptr<Module>> Run();
 
  private:
@@ -52,6 +54,8 @@ class Parser {
 
   // --- module structure (parser.cc) -----------------------------------------
   bool ParseHeader();
+  // Lowers named shardings against the mesh `text` from now on.
+  bool SetMesh(const std::string& text, size_t pos);
   bool ParseComputation();
   // `(a: f32[2], ...) -> shape`: parameter names are dropped, the result
   // shape is checked against the root.
@@ -110,10 +114,17 @@ class Parser {
   bool ParseControlPredecessors(Instruction* instr);
   bool ParseVerbatim(std::string* out, size_t value_pos);
 
+  // --xla-strict: an error naming what XLA's parser would refuse.
+  bool StrictError(size_t pos, size_t len, const std::string& what);
+  bool CheckStrictAttribute(const Instruction& instr, std::string_view name,
+                            size_t name_pos);
+
   Lexer lex_;
+  const ParseOptions options_;
   Status status_;
   std::unique_ptr<Module> module_;
-  // The module's `mesh={...}` header attribute, which named shardings
+  // The module's mesh (frontend attribute meshsplit.mesh, or the older
+  // `mesh={...}` header attribute), which named shardings
   // (`sharding={mesh_split [data, _]}`) are lowered against.
   std::optional<Mesh> mesh_;
 
@@ -134,6 +145,9 @@ class Parser {
   Computation* last_parsed_ = nullptr;
   // Attribute names seen on the current instruction (duplicate check).
   std::vector<std::string_view> seen_attrs_;
+  // The instruction being parsed is the `<op>` of an `<op>-start` (which
+  // also takes the async attributes).
+  bool parsing_async_sugar_ = false;
 };
 
 }  // namespace meshsplit::text_internal

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
+#include <unordered_set>
 
 #include "support/float16.h"
 #include "text/minifloat.h"
@@ -15,6 +17,8 @@ namespace meshsplit {
 
 namespace {
 
+// Array constants of more elements than this that hold one value print as a
+// broadcast of a scalar constant (see SplatValue); smaller ones in full.
 constexpr int64_t kSplatThreshold = 64;
 
 void AppendInt(std::string& out, int64_t v) {
@@ -127,27 +131,31 @@ void FormatLiteral(const Literal& l, std::string& out) {
     out += ')';
     return;
   }
-  // A large array of one repeated value prints as that value, which the
-  // parser reads back as a filled array (as XLA's does).
-  const int64_t count = l.shape().IsArray() ? l.element_count() : 0;
-  if (l.shape().rank() > 0 && count > kSplatThreshold) {
-    const int64_t width = ByteWidth(l.element_type());
-    bool uniform = true;
-    for (int64_t i = 1; i < count && uniform; ++i)
-      uniform = std::memcmp(l.raw(), l.raw() + i * width, width) == 0;
-    if (uniform) {
-      Literal scalar(Shape(l.element_type(), {}));
-      std::memcpy(scalar.raw(), l.raw(), width);
-      FormatLiteral(scalar, out);
-      return;
-    }
-  }
   if (!NeedsOwnFormat(l.element_type())) {
     out += l.ToString();
     return;
   }
   int64_t index = 0;
   FormatOwnArray(l, 0, index, out);
+}
+
+// The one value of a constant array of more than kSplatThreshold elements
+// that are all equal, as a scalar; nullopt otherwise. XLA's parser reads a
+// rank >= 1 literal element by element, so such a constant prints as
+// `%c.scalar = f32[] constant(v)` and `%c = f32[...] broadcast(%c.scalar),
+// dimensions={}` rather than a huge literal (docs/xla_output.md).
+std::optional<Literal> SplatValue(const Instruction& instr) {
+  if (instr.opcode() != Opcode::kConstant || !instr.has_literal()) return std::nullopt;
+  const Literal& l = instr.literal();
+  if (!l.shape().IsArray() || l.shape().rank() == 0 || l.element_count() <= kSplatThreshold)
+    return std::nullopt;
+  const int64_t count = l.element_count();
+  const int64_t width = ByteWidth(l.element_type());
+  for (int64_t i = 1; i < count; ++i)
+    if (std::memcmp(l.raw(), l.raw() + i * width, width) != 0) return std::nullopt;
+  Literal scalar(Shape(l.element_type(), {}));
+  std::memcpy(scalar.raw(), l.raw(), width);
+  return scalar;
 }
 
 const char* DirectionName(ComparisonDirection d) {
@@ -245,8 +253,12 @@ std::string ReplicaGroupsToString(const ReplicaGroups& g) {
 
 class InstructionPrinter {
  public:
-  InstructionPrinter(const Instruction& instr, const PrintOptions& options, std::string& out)
-      : instr_(instr), a_(instr.attrs()), options_(options), out_(out) {}
+  // `splat_scalar`: print the constant `instr` as a broadcast of this
+  // operand text, its scalar (see SplatValue).
+  InstructionPrinter(const Instruction& instr, const PrintOptions& options, std::string& out,
+                     const std::string* splat_scalar = nullptr)
+      : instr_(instr), a_(instr.attrs()), options_(options), out_(out),
+        splat_scalar_(splat_scalar) {}
 
   void Print() {
     out_ += '%';
@@ -254,9 +266,11 @@ class InstructionPrinter {
     out_ += " = ";
     out_ += instr_.shape().ToString();
     out_ += ' ';
-    out_ += OpcodeName(instr_.opcode());
+    out_ += splat_scalar_ != nullptr ? "broadcast" : OpcodeName(instr_.opcode());
     out_ += '(';
-    if (instr_.opcode() == Opcode::kParameter) {
+    if (splat_scalar_ != nullptr) {
+      out_ += *splat_scalar_;
+    } else if (instr_.opcode() == Opcode::kParameter) {
       AppendInt(out_, a_.parameter_number);
     } else if (instr_.opcode() == Opcode::kConstant) {
       if (instr_.has_literal()) FormatLiteral(instr_.literal(), out_);
@@ -273,6 +287,7 @@ class InstructionPrinter {
       }
     }
     out_ += ')';
+    if (splat_scalar_ != nullptr) out_ += ", dimensions={}";
     PrintTypedAttributes();
     PrintCalls();
     if (!instr_.control_predecessors().empty()) {
@@ -563,10 +578,52 @@ class InstructionPrinter {
   const Attributes& a_;
   const PrintOptions& options_;
   std::string& out_;
+  const std::string* splat_scalar_;
 };
 
+// A name for the scalar of splat constant `instr` that no instruction of
+// the module has (`names`, which it joins).
+std::string SplatScalarName(const Instruction& instr, std::unordered_set<std::string>& names) {
+  std::string name = instr.name() + ".scalar";
+  for (int i = 1; names.count(name); ++i) name = instr.name() + ".scalar" + std::to_string(i);
+  names.insert(name);
+  return name;
+}
+
+// Prints `instr` (one line per instruction, two for a splat constant).
+// `names`: every instruction name of the module, for fresh scalar names.
+void PrintInstructionLines(const Instruction& instr, bool is_root, const PrintOptions& options,
+                           std::unordered_set<std::string>& names, std::string& out) {
+  std::optional<Literal> splat = SplatValue(instr);
+  std::string scalar_name;
+  if (splat.has_value()) {
+    scalar_name = SplatScalarName(instr, names);
+    out += "  %" + scalar_name + " = " + splat->shape().ToString() + " constant(";
+    FormatLiteral(*splat, out);
+    out += ')';
+    // A scalar has no dims to tile: under a tiled sharding (kept by the
+    // broadcast) it is replicated; a maximal or manual one applies to both.
+    if (instr.has_sharding())
+      out += ", sharding=" +
+             (instr.sharding()->IsTiled() ? std::string("{replicated}")
+                                          : instr.sharding()->ToString());
+    out += '\n';
+  }
+  out += "  ";
+  if (is_root) out += "ROOT ";
+  const std::string operand = "%" + scalar_name;
+  InstructionPrinter(instr, options, out, splat.has_value() ? &operand : nullptr).Print();
+  out += '\n';
+}
+
+std::unordered_set<std::string> InstructionNames(const Computation& comp) {
+  std::unordered_set<std::string> names;
+  for (const auto& instr : comp.instructions()) names.insert(instr->name());
+  return names;
+}
+
 void PrintComputationTo(const Computation& comp, const PrintOptions& options,
-                        std::string& out) {
+                        std::unordered_set<std::string>& names, std::string& out) {
   if (comp.IsEntry()) out += "ENTRY ";
   out += '%';
   out += comp.name();
@@ -584,10 +641,7 @@ void PrintComputationTo(const Computation& comp, const PrintOptions& options,
   out += comp.root() != nullptr ? comp.root()->shape().ToString() : std::string("()");
   out += " {\n";
   for (const Instruction* instr : comp.MakePostOrder()) {
-    out += "  ";
-    if (instr == comp.root()) out += "ROOT ";
-    InstructionPrinter(*instr, options, out).Print();
-    out += '\n';
+    PrintInstructionLines(*instr, instr == comp.root(), options, names, out);
   }
   out += '}';
   if (!comp.execution_thread().empty() && comp.execution_thread() != "main")
@@ -610,22 +664,34 @@ std::string PrintModule(const Module& module, const PrintOptions& options) {
   if (module.num_partitions() != 1)
     out += ", num_partitions=" + std::to_string(module.num_partitions());
   out += '\n';
+  std::unordered_set<std::string> names;
+  for (const auto& comp : module.computations()) names.merge(InstructionNames(*comp));
   for (const Computation* comp : module.MakeComputationPostOrder()) {
     out += '\n';
-    PrintComputationTo(*comp, options, out);
+    PrintComputationTo(*comp, options, names, out);
   }
   return out;
 }
 
 std::string PrintComputation(const Computation& computation, const PrintOptions& options) {
   std::string out;
-  PrintComputationTo(computation, options, out);
+  std::unordered_set<std::string> names = InstructionNames(computation);
+  PrintComputationTo(computation, options, names, out);
   return out;
 }
 
 std::string PrintInstruction(const Instruction& instruction, const PrintOptions& options) {
   std::string out;
-  InstructionPrinter(instruction, options, out).Print();
+  // One line: a splat constant's scalar as a nested instruction, which XLA
+  // also reads.
+  std::optional<Literal> splat = SplatValue(instruction);
+  std::string nested;
+  if (splat.has_value()) {
+    nested = splat->shape().ToString() + " constant(";
+    FormatLiteral(*splat, nested);
+    nested += ')';
+  }
+  InstructionPrinter(instruction, options, out, splat.has_value() ? &nested : nullptr).Print();
   return out;
 }
 

@@ -223,7 +223,7 @@ def test_parse_reads_shardy_shardings(cli):
     text = SOURCE_DIR / "tests" / "golden" / "shardy" / "mlp.hlo"
     m = ms.parse(text.read_text(), "mlp.hlo")
     assert m.num_partitions == 4
-    assert "xla.sdy" not in m.text and "mesh={data=2,model=2}" in m.text
+    assert "xla.sdy" not in m.text and 'meshsplit.mesh="data=2,model=2"' in m.text
     r = ms.verify(m, seed=2)
     assert r.ok, r.message
     assert ms.partition(m).text == cli("partition", text).stdout

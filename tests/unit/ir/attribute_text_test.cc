@@ -1,7 +1,8 @@
 // ParseIntListAttribute / ReadIntListAttribute (ir/attribute_text.h): the one
 // reader of integer-list attribute text (lhs_ragged_dims, rhs_group_dims,
 // fft_length). Well-formed lists, every kind of malformed text as an error
-// (never an exception), and errors located at the culprit character.
+// (never an exception), and errors located at the culprit character. Frontend
+// attribute text and the module's frontend attributes (the mesh among them).
 #include "ir/attribute_text.h"
 
 #include <gtest/gtest.h>
@@ -146,6 +147,52 @@ ENTRY e {
       << s.ToString();
   EXPECT_EQ(s.loc().line, 4);
   EXPECT_EQ(s.loc().column, 57);
+}
+
+TEST(FrontendAttributes, ParseAndFormat) {
+  auto pairs = ParseFrontendAttributes(R"({a="x", b = "q\"uote,}", c={"j": {"k": "}"}}})");
+  ASSERT_TRUE(pairs.has_value());
+  ASSERT_EQ(pairs->size(), 3u);
+  EXPECT_EQ((*pairs)[0], (std::pair<std::string, std::string>{"a", "x"}));
+  EXPECT_EQ((*pairs)[1].second, "q\"uote,}");
+  EXPECT_EQ((*pairs)[2].second, R"({"j": {"k": "}"}})");
+  EXPECT_EQ(FormatFrontendAttributes(*pairs),
+            R"({a="x",b="q\"uote,}",c="{\"j\": {\"k\": \"}\"}}"})");
+  // What it prints reads back to the same pairs.
+  EXPECT_EQ(ParseFrontendAttributes(FormatFrontendAttributes(*pairs)), pairs);
+  EXPECT_EQ(ParseFrontendAttributes("{}"), FrontendAttributePairs{});
+  for (const char* bad : {"", "a=\"x\"", "{a=x}", "{a=\"x\"", "{=\"x\"}", "{a=\"x\"} tail",
+                          "{a=\"x\" b=\"y\"}"})
+    EXPECT_FALSE(ParseFrontendAttributes(bad).has_value()) << bad;
+}
+
+TEST(FrontendAttributes, ModuleAttributeSetKeepsTheOthers) {
+  auto module = ParseModuleText(
+      "HloModule m, frontend_attributes={onnx_output_names=\"y\"}\n"
+      "ENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  EXPECT_EQ(ModuleFrontendAttribute(**module, kModuleMeshAttribute), std::nullopt);
+  SetModuleFrontendAttribute(**module, kModuleMeshAttribute, "data=2");
+  SetModuleFrontendAttribute(**module, kModuleMeshAttribute, "data=4");
+  EXPECT_EQ(ModuleFrontendAttribute(**module, kModuleMeshAttribute), "data=4");
+  EXPECT_EQ(ModuleFrontendAttribute(**module, "onnx_output_names"), "y");
+  ASSERT_EQ((*module)->header_attrs().size(), 1u);
+  EXPECT_EQ((*module)->header_attrs()[0].second, R"({onnx_output_names="y",meshsplit.mesh="data=4"})");
+}
+
+TEST(FrontendAttributes, OlderMeshHeaderReadsAsTheAttribute) {
+  auto module = ParseModuleText(
+      "HloModule m, mesh={data=2,model=2}\n"
+      "ENTRY e {\n  ROOT p = f32[4,2] parameter(0), sharding={mesh_split [model, _]}\n}\n");
+  ASSERT_TRUE(module.ok()) << module.status().ToString();
+  EXPECT_EQ(ModuleFrontendAttribute(**module, kModuleMeshAttribute), "data=2,model=2");
+  EXPECT_EQ((*module)->entry()->root()->sharding()->ToString(false),
+            "{devices=[2,1,2]<=[2,2]T(1,0) last_tile_dim_replicate}");
+  ParseOptions strict;
+  strict.xla_strict = true;
+  EXPECT_FALSE(ParseModuleText("HloModule m, mesh={data=2}\nENTRY e {\n  ROOT p = f32[2] parameter(0)\n}\n",
+                               strict)
+                   .ok());
 }
 
 }  // namespace

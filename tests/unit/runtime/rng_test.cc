@@ -64,7 +64,7 @@ TEST(PartitionInvariantRngKernel, MalformedRecordsAreErrors) {
     EXPECT_NE(s.message().find("%t"), std::string::npos) << s.message();
   };
   expect_error(kTile, "ms_rng_global_dims=\"5,4\",", "", "ms_rng_global_dims");
-  expect_error(kTile, "ms_rng_name=\"r\"", "", "ms_rng_name");
+  expect_error(kTile, ",ms_rng_name=\"r\"", "", "ms_rng_name");
   expect_error(kTile, "\"5,4\"", "\"5,x\"", "comma-separated");
   expect_error(kTile, "\"5,4\"", "\"5,\"", "comma-separated");
   expect_error(kTile, "\"5,4\"", "\"5\"", "one offset per dim");

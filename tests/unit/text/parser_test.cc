@@ -212,7 +212,17 @@ ENTRY e {
   std::string printed = PrintModule(*m);
   EXPECT_NE(printed.find("constant({{1, 2, 3}, {4, 5, 6}})"), std::string::npos) << printed;
   EXPECT_NE(printed.find("%t = (f32[], s32[2]) constant((1.5, {7, 8}))"), std::string::npos);
-  EXPECT_NE(printed.find("%s = f32[100,100] constant(2)"), std::string::npos);
+  // A large one-value array prints as a broadcast of its scalar, which XLA
+  // reads (a one-value array literal it does not); it reads back as the same
+  // values.
+  EXPECT_NE(printed.find("%s.scalar = f32[] constant(2)\n  %s = f32[100,100] broadcast(%s.scalar), "
+                         "dimensions={}"),
+            std::string::npos)
+      << printed;
+  auto again = Parse(printed);
+  ASSERT_NE(again, nullptr);
+  EXPECT_EQ(Find(*again, "s")->opcode(), Opcode::kBroadcast);
+  EXPECT_EQ(PrintModule(*again), printed);
 }
 
 TEST(ParserTest, ControlPredecessors) {
