@@ -7,6 +7,8 @@
 // the old copy is estimated as evaluate - clone + print/parse.
 #include <benchmark/benchmark.h>
 
+#include "bench_clock.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -21,13 +23,6 @@
 
 namespace meshsplit {
 namespace {
-
-// Thread CPU time: the machine running this is shared, wall time is noise.
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 std::unique_ptr<Module> LoadGpt2() {
   CompileOptions options;

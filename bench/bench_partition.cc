@@ -6,6 +6,8 @@
 // t(8192) / t(8) is the number to watch (target <= 1.1).
 #include <benchmark/benchmark.h>
 
+#include "bench_clock.h"
+
 #include <algorithm>
 #include <ctime>
 #include <cstdio>
@@ -61,13 +63,6 @@ std::unique_ptr<Module> Parse(int64_t n) {
     std::abort();
   }
   return std::move(*m);
-}
-
-// Thread CPU time: the machine running this is shared, wall time is noise.
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 int64_t last_instruction_count = 0;

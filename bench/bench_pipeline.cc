@@ -14,17 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.h"
 #include "compiler/compile.h"
 #include "text/parser.h"
 
 namespace meshsplit {
 namespace {
-
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 std::string Replace(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size()))

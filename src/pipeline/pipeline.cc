@@ -597,20 +597,14 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
   }
   entry->SortTopologically();
 
-  int64_t tiles = 1;
-  if (base_h != nullptr && base_h->IsTiled())
-    for (int64_t d = 0; d < rank; ++d) tiles *= base_h->TileDim(d);
+  const int64_t tiles = base_h != nullptr ? base_h->NumTiles() : 1;
   const int64_t micro_bytes = act.ByteSize() / micro / tiles;
   // The stage buffer, the microbatches held for the first stage, the
   // stored outputs, and per-microbatch stacked results kept for later.
   int64_t bytes = micro_bytes * (1 + 2 * micro);
   for (const Carried& c : carried)
     if (c.kind == Carried::kBatchedOutput || c.kind == Carried::kBatchedRead)
-      bytes += c.local.ByteSize() / std::max<int64_t>(1, c.manual.IsTiled() ? [&] {
-                 int64_t n = 1;
-                 for (int64_t d = 0; d < c.local.rank(); ++d) n *= c.manual.TileDim(d);
-                 return n;
-               }() : 1);
+      bytes += c.local.ByteSize() / c.manual.NumTiles();
   schedule.peak_activation_bytes_per_stage = bytes;
   return schedule;
 }
