@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "cli/report_data.h"
 #include "cli/shard_flags.h"
 #include "compiler/compile.h"
+#include "report/report_view.h"
 
 namespace meshsplit::cli {
 namespace {
@@ -25,23 +27,22 @@ struct ReportCliOptions {
   ShardFlags shard;
 };
 
-std::string Num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof(buf), "%.6g", v);
+// "37.5%": a share of a whole, "-" when the whole is zero.
+std::string Percent(double part, double whole) {
+  if (whole <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f%%", 100.0 * part / whole);
   return buf;
 }
 
-void PrintText(const ReportData& d, std::ostream& os) {
-  os << "report for " << d.file << ": " << d.num_partitions << " partitions, mesh "
-     << d.mesh.ToString() << (d.input_partitioned ? " (input already partitioned)" : "")
-     << "\n\n";
+void PrintSummary(const ReportData& d, std::ostream& os) {
   char line[256];
   std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", "", "per device", "unpartitioned");
   os << line;
   auto row = [&](const char* name, double a, double b, bool bytes) {
     std::snprintf(line, sizeof(line), "%-22s %18s %18s\n", name,
-                  (bytes ? HumanBytes(a) : Num(a)).c_str(),
-                  d.input_partitioned ? "-" : (bytes ? HumanBytes(b) : Num(b)).c_str());
+                  (bytes ? HumanBytes(a) : HumanFlops(a)).c_str(),
+                  d.input_partitioned ? "-" : (bytes ? HumanBytes(b) : HumanFlops(b)).c_str());
     os << line;
   };
   row("flops", d.per_device.flops, d.unpartitioned.flops, false);
@@ -50,40 +51,139 @@ void PrintText(const ReportData& d, std::ostream& os) {
   row("outputs", d.per_device.output_bytes, d.unpartitioned.output_bytes, true);
   row("bytes read", d.per_device.bytes_read, d.unpartitioned.bytes_read, true);
   row("bytes written", d.per_device.bytes_written, d.unpartitioned.bytes_written, true);
+}
+
+// The peak split by what is live there, unpartitioned beside per device.
+void PrintMemoryByKind(const ReportData& d, std::ostream& os) {
+  const MemoryByKind dev = MemoryAtPeak(d.per_device);
+  const MemoryByKind un = MemoryAtPeak(d.unpartitioned);
+  char line[256];
+  os << "\nmemory at peak by kind:\n";
+  std::snprintf(line, sizeof(line), "  %-20s %16s %16s %12s\n", "", "unpartitioned",
+                "per device", "of unpart.");
+  os << line;
+  auto row = [&](const char* name, int64_t u, int64_t p) {
+    std::snprintf(line, sizeof(line), "  %-20s %16s %16s %12s\n", name,
+                  d.input_partitioned ? "-" : HumanBytes(u).c_str(), HumanBytes(p).c_str(),
+                  d.input_partitioned ? "-" : Percent(p, u).c_str());
+    os << line;
+  };
+  row("parameters", un.parameters, dev.parameters);
+  row("activations", un.activations, dev.activations);
+  row("outputs", un.outputs, dev.outputs);
+  row("total (peak)", un.total(), dev.total());
+  if (!d.input_partitioned)
+    os << "  (an even split over " << d.num_partitions << " devices would be "
+       << Percent(1, static_cast<double>(d.num_partitions)) << ")\n";
+}
+
+void PrintCollectiveGroups(const ReportData& d, std::ostream& os) {
+  const std::vector<CollectiveGroup> groups = GroupCollectives(d);
+  if (groups.empty()) return;
+  double total = 0;
+  for (const CollectiveGroup& g : groups) total += g.wire_bytes;
+  os << "\ncollective groups (kind x cause), largest wire bytes first: "
+     << d.per_device.collectives.size() << " collectives in " << groups.size() << " groups, "
+     << HumanBytes(total) << " per device\n";
+  char line[256];
+  std::snprintf(line, sizeof(line), "  %-18s %5s %10s %12s %7s %-12s %s\n", "kind", "count",
+                "executions", "wire/device", "share", "axes", "cause");
+  os << line;
+  for (const CollectiveGroup& g : groups) {
+    std::snprintf(line, sizeof(line), "  %-18s %5zu %10lld %12s %7s %-12s ", g.kind.c_str(),
+                  g.members.size(), static_cast<long long>(g.executions),
+                  HumanBytes(g.wire_bytes).c_str(), Percent(g.wire_bytes, total).c_str(),
+                  g.mesh_axes.empty() ? "-" : g.mesh_axes.c_str());
+    os << line << g.cause << "\n";
+  }
+}
+
+// Rows: mesh axes; columns: collective kinds; per device.
+void PrintWireByAxisAndKind(const ReportData& d, std::ostream& os) {
+  const auto table = WireBytesByAxisAndKind(d.per_device);
+  if (table.empty()) return;
+  std::vector<std::string> kinds;
+  for (const auto& [k, v] : d.per_device.wire_bytes_by_kind) kinds.push_back(k);
+  os << "\nwire bytes per device by mesh axis x kind:\n";
+  char cell[64];
+  std::snprintf(cell, sizeof(cell), "  %-14s", "axis");
+  os << cell;
+  for (const std::string& k : kinds) {
+    std::snprintf(cell, sizeof(cell), " %19s", k.c_str());
+    os << cell;
+  }
+  std::snprintf(cell, sizeof(cell), " %12s\n", "total");
+  os << cell;
+  std::map<std::string, double> column;
+  double all = 0;
+  for (const auto& [axis, by_kind] : table) {
+    std::snprintf(cell, sizeof(cell), "  %-14s", axis.empty() ? "(no mesh axis)" : axis.c_str());
+    os << cell;
+    double sum = 0;
+    for (const std::string& k : kinds) {
+      auto it = by_kind.find(k);
+      const double v = it == by_kind.end() ? 0 : it->second;
+      sum += v;
+      column[k] += v;
+      std::snprintf(cell, sizeof(cell), " %19s", v > 0 ? HumanBytes(v).c_str() : "-");
+      os << cell;
+    }
+    all += sum;
+    std::snprintf(cell, sizeof(cell), " %12s\n", HumanBytes(sum).c_str());
+    os << cell;
+  }
+  std::snprintf(cell, sizeof(cell), "  %-14s", "total");
+  os << cell;
+  for (const std::string& k : kinds) {
+    std::snprintf(cell, sizeof(cell), " %19s", HumanBytes(column[k]).c_str());
+    os << cell;
+  }
+  std::snprintf(cell, sizeof(cell), " %12s\n", HumanBytes(all).c_str());
+  os << cell;
+}
+
+void PrintText(const ReportData& d, std::ostream& os) {
+  os << "report for " << d.file << ": " << d.num_partitions << " partitions, mesh "
+     << d.mesh.ToString() << (d.input_partitioned ? " (input already partitioned)" : "")
+     << "\n\n";
+  PrintSummary(d, os);
+  PrintMemoryByKind(d, os);
+  PrintCollectiveGroups(d, os);
+  PrintWireByAxisAndKind(d, os);
+  char line[512];
   os << "\ncollectives (" << d.per_device.collectives.size() << "):\n";
   if (!d.per_device.collectives.empty()) {
-    std::snprintf(line, sizeof(line), "  %-18s %-24s %6s %6s %12s %12s %14s %-10s %s\n",
+    std::snprintf(line, sizeof(line), "  %-18s %-24s %6s %6s %12s %12s %12s %-10s %s\n",
                   "kind", "instruction", "count", "group", "operand", "result",
                   "wire/device", "axes", "cause");
     os << line;
   }
   for (size_t k = 0; k < d.per_device.collectives.size(); ++k) {
     const CollectiveCost& c = d.per_device.collectives[k];
-    std::snprintf(line, sizeof(line), "  %-18s %-24s %6lld %6lld %12lld %12lld %14s %-10s ",
+    std::snprintf(line, sizeof(line), "  %-18s %-24s %6lld %6lld %12s %12s %12s %-10s ",
                   c.kind.c_str(), c.instruction.c_str(), static_cast<long long>(c.count),
-                  static_cast<long long>(c.group_size),
-                  static_cast<long long>(c.operand_bytes),
-                  static_cast<long long>(c.result_bytes), Num(c.wire_bytes).c_str(),
+                  static_cast<long long>(c.group_size), HumanBytes(c.operand_bytes).c_str(),
+                  HumanBytes(c.result_bytes).c_str(), HumanBytes(c.wire_bytes).c_str(),
                   c.mesh_axes.empty() ? "-" : c.mesh_axes.c_str());
     os << line << d.causes[k].ToString() << "\n";
   }
   if (!d.per_device.wire_bytes_by_kind.empty()) {
     os << "\nwire bytes per device by kind:";
     for (const auto& [k, v] : d.per_device.wire_bytes_by_kind)
-      os << " " << k << "=" << Num(v);
+      os << " " << k << "=" << HumanBytes(v);
     os << "\n";
   }
   if (!d.per_device.wire_bytes_by_axis.empty()) {
     os << "wire bytes per device by mesh axis:";
     for (const auto& [k, v] : d.per_device.wire_bytes_by_axis)
-      os << " " << k << "=" << Num(v);
+      os << " " << k << "=" << HumanBytes(v);
     os << "\n";
   }
   os << "\nlargest memory holders per device at peak:\n";
   for (size_t k = 0; k < d.per_device.live_at_peak.size() && k < 10; ++k) {
     const MemoryHolder& h = d.per_device.live_at_peak[k];
     os << "  " << h.name << " " << h.shape << " " << HumanBytes(h.bytes)
-       << (h.is_parameter ? " (parameter)" : "") << "\n";
+       << (h.is_parameter ? " (parameter)" : h.is_output ? " (output)" : "") << "\n";
   }
   for (const PipelineSchedule& p : d.pipeline.loops) {
     os << "\npipeline: loop %" << p.loop << ", " << p.layers << " layers on " << p.stages

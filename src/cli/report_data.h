@@ -5,11 +5,9 @@
 #include <string>
 
 #include "report/report.h"
+#include "report/report_view.h"
 
 namespace meshsplit::cli {
-
-// "12.00 MiB": bytes in binary units, for every renderer of the report.
-std::string HumanBytes(double b);
 
 // A self-contained HTML page (no network): sharding grids, the collectives
 // table, per-device memory bars.

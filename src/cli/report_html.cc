@@ -128,18 +128,6 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
 
 }  // namespace
 
-std::string HumanBytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) {
-    b /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.2f %s", b, units[u]);
-  return buf;
-}
-
 std::string RenderReportHtml(const ReportData& d) {
   std::ostringstream os;
   os << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>meshsplit report: "

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "ir/opcode.h"
 #include "ir/shape_inference_async.h"
@@ -236,6 +237,22 @@ std::string MeshAxesOfGroup(const Mesh& mesh, const std::vector<int64_t>& group)
   return out;
 }
 
+std::string MeshAxesOfPairs(const Mesh& mesh,
+                            const std::vector<std::pair<int64_t, int64_t>>& pairs) {
+  std::vector<bool> moves(mesh.num_axes(), false);
+  for (const auto& [source, target] : pairs) {
+    auto s = mesh.devices().IndexOfDevice(source);
+    auto t = mesh.devices().IndexOfDevice(target);
+    if (!s || !t) return "";
+    for (int64_t a = 0; a < mesh.num_axes(); ++a)
+      if ((*s)[a] != (*t)[a]) moves[a] = true;
+  }
+  std::string out;
+  for (int64_t a = 0; a < mesh.num_axes(); ++a)
+    if (moves[a]) out += (out.empty() ? "" : ",") + mesh.axes()[a].name;
+  return out;
+}
+
 namespace {
 
 struct Partial {
@@ -383,11 +400,17 @@ class CostWalker {
       }
     }
     if (holders && peak_at >= 0) {
+      // The buffers the root returns (a parameter returned as is stays a
+      // parameter).
+      std::unordered_set<const Instruction*> outputs;
+      if (comp->root())
+        for (const Instruction* s : sources[comp->root()]) outputs.insert(s);
       for (int64_t k = 0; k < n; ++k) {
         if (size[k] == 0 || start[k] > peak_at || end[k] < peak_at) continue;
         const Instruction* i = instrs[k].get();
-        holders->push_back({i->name(), i->shape().ToString(false), size[k],
-                            i->opcode() == Opcode::kParameter});
+        const bool param = i->opcode() == Opcode::kParameter;
+        holders->push_back({i->name(), i->shape().ToString(false), size[k], param,
+                            !param && outputs.count(i) > 0});
       }
       if (transient[peak_at] > 0)
         holders->push_back({instrs[peak_at]->name() + " (inside)", "",
@@ -414,6 +437,8 @@ class CostWalker {
     std::vector<int64_t> first_group;
     if (sync == Opcode::kCollectivePermute) {
       c.group_size = static_cast<int64_t>(i.attrs().source_target_pairs.size());
+      if (options_.mesh && options_.mesh->num_devices() == module_.num_partitions())
+        c.mesh_axes = MeshAxesOfPairs(*options_.mesh, i.attrs().source_target_pairs);
     } else {
       const auto& rg = i.attrs().replica_groups;
       if (!rg || rg->empty()) {

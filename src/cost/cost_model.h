@@ -35,7 +35,8 @@ struct CollectiveCost {
   int64_t group_size = 1;
   // Executions per program run (trip counts of enclosing loops).
   int64_t count = 1;
-  // Mesh axes the group spans ("model", "data,model"); "" when unknown.
+  // Mesh axes the group spans ("model", "data,model"); collective-permute:
+  // the axes its pairs move along; "" when unknown.
   std::string mesh_axes;
 };
 
@@ -45,6 +46,7 @@ struct MemoryHolder {
   std::string shape;
   int64_t bytes = 0;
   bool is_parameter = false;
+  bool is_output = false;  // a buffer the entry root returns (not a parameter)
 };
 
 struct ModuleCost {
@@ -78,6 +80,11 @@ int64_t WhileTripCount(const Instruction& while_instr);
 // Mesh axes spanned by the devices of `group` ("" when they do not form a
 // sub-mesh of whole axes).
 std::string MeshAxesOfGroup(const Mesh& mesh, const std::vector<int64_t>& group);
+
+// Mesh axes along which some source->target pair of a collective-permute
+// moves ("" when a device is not in the mesh or no pair moves).
+std::string MeshAxesOfPairs(const Mesh& mesh,
+                            const std::vector<std::pair<int64_t, int64_t>>& pairs);
 
 ModuleCost ComputeModuleCost(const Module& module, const CostOptions& options = {});
 

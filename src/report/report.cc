@@ -9,6 +9,7 @@
 
 #include "compiler/compile.h"
 #include "ir/attribute_text.h"
+#include "report/report_view.h"
 
 namespace meshsplit {
 namespace {
@@ -149,6 +150,49 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
                        {"parameter", h.is_parameter}});
   }
   j["largest_memory_holders"] = std::move(holders);
+  // Added with the grouped views (report_view.h); the keys above keep their
+  // names and meaning.
+  auto memory = [](const MemoryByKind& m) {
+    return nlohmann::ordered_json{
+        {"parameters", m.parameters}, {"activations", m.activations}, {"outputs", m.outputs}};
+  };
+  j["memory_at_peak"] = {
+      {"per_device", memory(MemoryAtPeak(d.per_device))},
+      {"unpartitioned", d.input_partitioned ? nlohmann::ordered_json(nullptr)
+                                            : memory(MemoryAtPeak(d.unpartitioned))}};
+  nlohmann::ordered_json axis_kind = nlohmann::ordered_json::object();
+  for (const auto& [axis, kinds] : WireBytesByAxisAndKind(d.per_device)) {
+    if (axis.empty()) continue;  // as wire_bytes_by_axis: whole mesh axes only
+    for (const auto& [kind, bytes] : kinds) axis_kind[axis][kind] = bytes;
+  }
+  j["wire_bytes_by_axis_and_kind"] = std::move(axis_kind);
+  nlohmann::ordered_json groups = nlohmann::ordered_json::array();
+  for (const CollectiveGroup& g : GroupCollectives(d)) {
+    nlohmann::ordered_json e;
+    e["kind"] = g.kind;
+    e["cause"] = g.cause;
+    e["mesh_axes"] = g.mesh_axes;
+    e["collectives"] = g.members.size();
+    e["executions"] = g.executions;
+    e["wire_bytes"] = g.wire_bytes;
+    std::vector<std::string> names;
+    for (size_t k : g.members) names.push_back(d.per_device.collectives[k].instruction);
+    e["instructions"] = names;
+    groups.push_back(std::move(e));
+  }
+  j["collective_groups"] = std::move(groups);
+  auto arrays = [](const std::vector<ArrayView>& views) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const ArrayView& v : views)
+      a.push_back({{"name", v.name},
+                   {"shape", v.shape.ToString(false)},
+                   {"sharding", v.sharding ? v.sharding->ToString(false) : "{replicated}"},
+                   {"mesh_split", v.mesh_split ? nlohmann::ordered_json(v.label)
+                                               : nlohmann::ordered_json(nullptr)}});
+    return a;
+  };
+  j["parameters"] = arrays(EntryParameterViews(d));
+  j["outputs"] = arrays(EntryOutputViews(d));
   if (!d.pipeline.loops.empty()) j["pipeline"] = PipelineJson(d.pipeline);
   j["notes"] = d.per_device.notes;
   return j;

@@ -154,6 +154,32 @@ ENTRY e {
   EXPECT_EQ(cost.live_at_peak[0].name, "big");
 }
 
+// The holders at the peak say which are outputs: the report splits the peak
+// into parameters, activations and outputs by these flags.
+TEST(CostModel, PeakHoldersMarkOutputs) {
+  auto m = Parse(R"(
+HloModule t
+ENTRY e {
+  p = f32[100] parameter(0)
+  o = f32[100] exponential(p)
+  s = f32[] constant(1)
+  big = f32[1000] broadcast(s), dimensions={}
+  small = f32[10] slice(big), slice={[0:10]}
+  ROOT t = (f32[100], f32[10], f32[100]) tuple(o, small, p)
+})");
+  ASSERT_NE(m, nullptr);
+  ModuleCost cost = ComputeModuleCost(*m);
+  EXPECT_EQ(cost.peak_memory_bytes, 400 + 400 + 4000 + 40);
+  int64_t params = 0, outputs = 0, other = 0;
+  for (const MemoryHolder& h : cost.live_at_peak) {
+    EXPECT_FALSE(h.is_parameter && h.is_output) << h.name;
+    (h.is_parameter ? params : h.is_output ? outputs : other) += h.bytes;
+  }
+  EXPECT_EQ(params, 400);         // p, returned as is, stays a parameter
+  EXPECT_EQ(outputs, 400 + 40);   // o and small
+  EXPECT_EQ(other, 4000);         // big
+}
+
 TEST(CostModel, CollectiveWireBytesAndMeshAxes) {
   auto m = Parse(R"(
 HloModule t, num_partitions=8
@@ -194,8 +220,19 @@ ENTRY e {
   EXPECT_DOUBLE_EQ(cost.collectives[3].wire_bytes, 3.0 / 4 * x);
   EXPECT_DOUBLE_EQ(cost.collectives[4].wire_bytes, x);
   EXPECT_EQ(cost.collectives[4].group_size, 2);  // number of pairs
+  EXPECT_EQ(cost.collectives[4].mesh_axes, "model");  // 0 <-> 1 differ in model only
   EXPECT_DOUBLE_EQ(cost.wire_bytes_by_kind["all-reduce"], 768);
-  EXPECT_DOUBLE_EQ(cost.wire_bytes_by_axis["model"], 768 + 384);
+  EXPECT_DOUBLE_EQ(cost.wire_bytes_by_axis["model"], 768 + 384 + 512);
+}
+
+TEST(CostModel, MeshAxesOfPairs) {
+  auto mesh = Mesh::Parse("data=2,model=4");
+  ASSERT_TRUE(mesh.ok());
+  EXPECT_EQ(MeshAxesOfPairs(*mesh, {{0, 4}, {4, 0}}), "data");
+  EXPECT_EQ(MeshAxesOfPairs(*mesh, {{0, 1}, {1, 2}, {2, 3}}), "model");
+  EXPECT_EQ(MeshAxesOfPairs(*mesh, {{0, 5}}), "data,model");
+  EXPECT_EQ(MeshAxesOfPairs(*mesh, {{0, 0}}), "");
+  EXPECT_EQ(MeshAxesOfPairs(*mesh, {{0, 9}}), "");  // not a device of the mesh
 }
 
 TEST(CostModel, MeshAxesOfGroupRejectsPartialAxes) {
