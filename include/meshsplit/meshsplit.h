@@ -188,6 +188,7 @@ struct ShardRule {
   std::string match;        // glob: * any run, ? one character
   bool replicated = false;  // true: force replication (dims unused)
   PartitionSpec dims;
+  bool on_op = false;       // "match_op": constrains computed values by name / op_name
 };
 struct ShardSpec {
   Mesh mesh;

@@ -92,7 +92,7 @@ meshsplit::ShardSpec ToInternal(const ShardSpec& spec) {
   meshsplit::ShardSpec s;
   s.mesh = ToInternal(spec.mesh);
   s.has_mesh = true;
-  for (const ShardRule& r : spec.rules) s.rules.push_back({r.match, r.replicated, r.dims.dims});
+  for (const ShardRule& r : spec.rules) s.rules.push_back({r.match, r.replicated, r.dims.dims, r.on_op});
   s.existing_axes = spec.existing_axes;
   return s;
 }
@@ -101,7 +101,7 @@ ShardSpec FromInternal(const meshsplit::ShardSpec& s) {
   ShardSpec spec;
   if (s.has_mesh) spec.mesh = FromInternal(s.mesh);
   for (const meshsplit::ShardRule& r : s.rules)
-    spec.rules.push_back({r.match, r.replicated, PartitionSpec{r.dims}});
+    spec.rules.push_back({r.match, r.replicated, PartitionSpec{r.dims}, r.on_op});
   spec.existing_axes = s.existing_axes;
   return spec;
 }

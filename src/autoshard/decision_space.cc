@@ -235,7 +235,7 @@ std::string SpecToJson(const ShardSpec& spec, const std::string& comment) {
   for (size_t r = 0; r < spec.rules.size(); ++r) {
     const ShardRule& rule = spec.rules[r];
     nlohmann::ordered_json e;
-    e["match"] = rule.match;
+    e[rule.on_op ? "match_op" : "match"] = rule.match;
     if (rule.replicated) {
       e["replicated"] = true;
     } else {

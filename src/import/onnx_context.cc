@@ -8,6 +8,19 @@
 #include "ir/shape_inference.h"
 
 namespace meshsplit::onnx_import {
+namespace {
+
+// `text` as a quoted metadata string (backslash before '"' and '\\').
+std::string QuotedMetadata(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
 
 Status Context::Error(const std::string& message) const {
   std::string who = node_ ? "node '" + node_->name() + "' (op " + node_->op_type() + "): "
@@ -41,6 +54,12 @@ StatusOr<Instruction*> Context::Emit(Opcode opcode, Shape declared,
       std::move(declared));
   for (Instruction* op : operands) instr->AppendOperand(op);
   instr->mutable_attrs() = std::move(attrs);
+  // As XLA's frontends do, each instruction names the op it came from, so a
+  // spec's "match_op" rule and the reports can refer to ONNX nodes.
+  if (node_ != nullptr && !node_->name().empty() && !instr->attrs().FindExtra("metadata"))
+    instr->mutable_attrs().extra.emplace_back(
+        "metadata", "{op_type=" + QuotedMetadata(node_->op_type()) +
+                        " op_name=" + QuotedMetadata(node_->name()) + "}");
   instr->set_called_computations(std::move(called));
   auto shape = InferShape(*instr);
   if (!shape.ok()) {

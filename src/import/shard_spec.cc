@@ -157,18 +157,23 @@ StatusOr<ShardSpec> ParseShardSpec(const std::string& text, const std::string& n
     int index = 0;
     for (const json& r : j["rules"]) {
       std::string where = "rule " + std::to_string(index++);
-      if (!r.is_object() || !r.contains("match") || !r["match"].is_string())
-        return err(where + ": needs \"match\": \"<glob>\"");
+      if (!r.is_object() || r.contains("match") == r.contains("match_op"))
+        return err(where + ": needs \"match\": \"<glob>\" (a tensor) or \"match_op\": " +
+                   "\"<glob>\" (a computed value), not both");
       ShardRule rule;
-      rule.match = r["match"].get<std::string>();
-      static const std::vector<std::string> kRuleKeys = {"match", "dims", "replicated",
-                                                         "comment"};
+      rule.on_op = r.contains("match_op");
+      const json& glob = r[rule.on_op ? "match_op" : "match"];
+      if (!glob.is_string())
+        return err(where + ": \"" + (rule.on_op ? "match_op" : "match") + "\" must be a string");
+      rule.match = glob.get<std::string>();
+      static const std::vector<std::string> kRuleKeys = {"match", "match_op", "dims",
+                                                         "replicated", "comment"};
       for (const auto& [key, _] : r.items())
         if (std::find(kRuleKeys.begin(), kRuleKeys.end(), key) == kRuleKeys.end())
           return err_at_key(key,
                             where + " ('" + rule.match + "'): unknown key '" + key + "'" +
                                 DidYouMean(key, kRuleKeys) +
-                                " (expected match, dims, replicated, comment)",
+                                " (expected match, match_op, dims, replicated, comment)",
                             text.find("\"" + rule.match + "\""));
       bool has_dims = r.contains("dims");
       rule.replicated = r.contains("replicated") && r["replicated"] == true;
@@ -283,6 +288,80 @@ void ShardAliasedOutputs(Module& module, const std::vector<Instruction*>& annota
   if (changed) root->set_sharding(std::move(sharding));
 }
 
+// The op_name of an instruction's metadata={... op_name="..." ...}, or "".
+std::string MetadataOpName(const Instruction& instr) {
+  const std::string* m = instr.attrs().FindExtra("metadata");
+  if (m == nullptr) return "";
+  const std::string key = "op_name=\"";
+  size_t at = m->find(key);
+  if (at == std::string::npos) return "";
+  std::string name;
+  for (size_t i = at + key.size(); i < m->size() && (*m)[i] != '"'; ++i) {
+    if ((*m)[i] == '\\' && i + 1 < m->size()) ++i;
+    name += (*m)[i];
+  }
+  return name;
+}
+
+// Whether `instr` is where op `op_name` hands its result on: the root, or a
+// user that belongs to another op.
+bool LeavesOp(const Instruction& instr, const std::string& op_name, const Computation& entry) {
+  if (entry.root() == &instr) return true;
+  for (const Instruction* u : instr.users())
+    if (MetadataOpName(*u) != op_name) return true;
+  return false;
+}
+
+// Whether a "match_op" rule's glob names `instr`.
+bool MatchesOp(const ShardRule& rule, const Instruction& instr, const Computation& entry) {
+  if (GlobMatch(rule.match, instr.name())) return true;
+  const std::string op_name = MetadataOpName(instr);
+  return !op_name.empty() && GlobMatch(rule.match, op_name) && LeavesOp(instr, op_name, entry);
+}
+
+// The sharding `rule` gives `instr` (which it matches) on `mesh`.
+StatusOr<Sharding> RuleSharding(const ShardRule& rule, const Mesh& mesh,
+                                const Instruction& instr) {
+  const std::string what = rule.on_op ? "rule (match_op) '" : "rule '";
+  if (!instr.shape().IsArray())
+    return Status::Error(what + rule.match + "' matches '" + instr.name() +
+                         "', which is not an array");
+  if (rule.replicated) return Sharding::Replicate();
+  if (static_cast<int64_t>(rule.dims.size()) != instr.shape().rank())
+    return Status::Error(what + rule.match + "' has " + std::to_string(rule.dims.size()) +
+                         " dims but '" + instr.name() + "' is " + instr.shape().ToString(false));
+  for (int64_t d = 0; d < instr.shape().rank(); ++d) {
+    int64_t ways = 1;
+    for (const auto& axis : rule.dims[d]) ways *= mesh.axes()[*mesh.AxisIndex(axis)].size;
+    if (instr.shape().dimensions(d) % ways != 0)
+      std::cerr << "warning: '" << instr.name() << "' dim " << d << " (size "
+                << instr.shape().dimensions(d) << ") does not divide evenly over " << ways
+                << " devices; it will be padded\n";
+  }
+  auto sharding = MeshSplit(mesh, rule.dims, instr.shape().rank());
+  if (!sharding.ok())
+    return Status::Error(what + rule.match + "' on '" + instr.name() +
+                         "': " + sharding.status().message());
+  return std::move(*sharding);
+}
+
+// Puts a `custom-call(Sharding)` of `sharding` between `instr` and its users
+// (and the root), the annotation JAX's sharding constraints lower to.
+void ConstrainValue(Module& module, Computation& entry, Instruction* instr, Sharding sharding) {
+  std::vector<Instruction*> users = instr->users();
+  auto ann = std::make_unique<Instruction>(
+      Opcode::kCustomCall, module.UniqueInstructionName(instr->name() + ".sharding"),
+      instr->shape());
+  ann->AppendOperand(instr);
+  ann->mutable_attrs().custom_call_target = "Sharding";
+  ann->set_sharding(std::move(sharding));
+  Instruction* a = entry.AddInstruction(std::move(ann));
+  for (Instruction* u : users)
+    for (int i = 0; i < u->operand_count(); ++i)
+      if (u->operand(i) == instr) u->ReplaceOperand(i, a);
+  if (entry.root() == instr) entry.set_root(a);
+}
+
 }  // namespace
 
 StatusOr<Sharding> LiftSharding(const Sharding& s, const Mesh& mesh,
@@ -380,57 +459,47 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
   for (Instruction* instr : targets) {
     for (size_t r = 0; r < spec.rules.size(); ++r) {
       const ShardRule& rule = spec.rules[r];
-      if (!GlobMatch(rule.match, instr->name())) continue;
+      if (rule.on_op || !GlobMatch(rule.match, instr->name())) continue;
       used[r] = true;
-      if (!instr->shape().IsArray())
-        return Status::Error("rule '" + rule.match + "' matches '" + instr->name() +
-                             "', which is not an array");
-      Sharding sharding = Sharding::Replicate();
-      if (!rule.replicated) {
-        if (static_cast<int64_t>(rule.dims.size()) != instr->shape().rank())
-          return Status::Error("rule '" + rule.match + "' has " +
-                               std::to_string(rule.dims.size()) + " dims but '" +
-                               instr->name() + "' is " + instr->shape().ToString(false));
-        for (int64_t d = 0; d < instr->shape().rank(); ++d) {
-          int64_t ways = 1;
-          for (const auto& axis : rule.dims[d])
-            ways *= spec.mesh.axes()[*spec.mesh.AxisIndex(axis)].size;
-          if (instr->shape().dimensions(d) % ways != 0)
-            std::cerr << "warning: '" << instr->name() << "' dim " << d << " (size "
-                      << instr->shape().dimensions(d) << ") does not divide evenly over "
-                      << ways << " devices; it will be padded\n";
-        }
-        auto s = MeshSplit(spec.mesh, rule.dims, instr->shape().rank());
-        if (!s.ok())
-          return Status::Error("rule '" + rule.match + "' on '" + instr->name() +
-                               "': " + s.status().message());
-        sharding = std::move(*s);
-      }
+      MS_ASSIGN_OR_RETURN(Sharding sharding, RuleSharding(rule, spec.mesh, *instr));
       if (instr->opcode() == Opcode::kParameter) {
         instr->set_sharding(std::move(sharding));
         annotated_params.push_back(instr);
       } else {
         // Constants are often folded or shared; annotate the value where it
         // is used rather than the constant itself.
-        std::vector<Instruction*> users = instr->users();
-        auto ann = std::make_unique<Instruction>(
-            Opcode::kCustomCall, module.UniqueInstructionName(instr->name() + ".sharding"),
-            instr->shape());
-        ann->AppendOperand(instr);
-        ann->mutable_attrs().custom_call_target = "Sharding";
-        ann->set_sharding(std::move(sharding));
-        Instruction* a = entry->AddInstruction(std::move(ann));
-        for (Instruction* u : users)
-          for (int i = 0; i < u->operand_count(); ++i)
-            if (u->operand(i) == instr) u->ReplaceOperand(i, a);
-        if (entry->root() == instr) entry->set_root(a);
+        ConstrainValue(module, *entry, instr, std::move(sharding));
       }
       ++report.annotated;
       break;  // the first matching rule wins
     }
   }
+  // Computed values, matched before any annotation is added so a constraint
+  // never matches the Sharding custom-call of another.
+  std::vector<std::pair<Instruction*, size_t>> constrained;
+  for (const auto& instr : entry->instructions()) {
+    if (instr->opcode() == Opcode::kParameter || instr->opcode() == Opcode::kConstant ||
+        !instr->shape().IsArray() ||
+        (instr->opcode() == Opcode::kCustomCall &&
+         instr->attrs().custom_call_target == "Sharding"))
+      continue;
+    for (size_t r = 0; r < spec.rules.size(); ++r)
+      if (spec.rules[r].on_op && MatchesOp(spec.rules[r], *instr, *entry)) {
+        used[r] = true;
+        constrained.emplace_back(instr.get(), r);
+        break;  // the first matching rule wins
+      }
+  }
+  for (auto [instr, r] : constrained) {
+    MS_ASSIGN_OR_RETURN(Sharding sharding, RuleSharding(spec.rules[r], spec.mesh, *instr));
+    ConstrainValue(module, *entry, instr, std::move(sharding));
+    ++report.annotated;
+  }
   for (size_t r = 0; r < spec.rules.size(); ++r)
-    if (!used[r]) report.unmatched.push_back(spec.rules[r].match);
+    if (!used[r]) {
+      report.unmatched.push_back(spec.rules[r].match);
+      report.unmatched_on_op.push_back(spec.rules[r].on_op);
+    }
   if (spec.outputs_follow_inputs) ShardAliasedOutputs(module, annotated_params);
   entry->SortTopologically();
   module.set_num_partitions(spec.mesh.num_devices());
@@ -459,13 +528,21 @@ StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
   if (!report.ok()) return Status::Error(path + ": " + report.status().message());
   if (!report->unmatched.empty()) {
     // Name a tensor the glob may have meant to match.
-    std::vector<std::string> names;
-    for (const auto& i : module.entry()->instructions())
-      if (i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kConstant)
-        names.push_back(i->name());
-    for (const auto& m : report->unmatched)
-      std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor"
-                << DidYouMean(m, names) << "\n";
+    std::vector<std::string> tensors, values;
+    for (const auto& i : module.entry()->instructions()) {
+      const bool tensor = i->opcode() == Opcode::kParameter || i->opcode() == Opcode::kConstant;
+      (tensor ? tensors : values).push_back(i->name());
+      if (!tensor && !MetadataOpName(*i).empty()) values.push_back(MetadataOpName(*i));
+    }
+    for (size_t u = 0; u < report->unmatched.size(); ++u) {
+      const std::string& m = report->unmatched[u];
+      if (report->unmatched_on_op[u])
+        std::cerr << "warning: " << path << ": rule (match_op) '" << m
+                  << "' matches no computed value" << DidYouMean(m, values) << "\n";
+      else
+        std::cerr << "warning: " << path << ": rule '" << m << "' matches no tensor"
+                  << DidYouMean(m, tensors) << "\n";
+    }
   }
   return spec.mesh;
 }

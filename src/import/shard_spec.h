@@ -20,6 +20,11 @@ struct ShardRule {
   std::string match;                            // glob: * any run, ? one char
   bool replicated = false;                      // "replicated": true
   std::vector<std::vector<std::string>> dims;   // per tensor dim: mesh axes
+  // "match_op" instead of "match": the glob names computed values (entry
+  // instructions other than parameters and constants) by instruction name or
+  // by metadata op_name (an ONNX node's name, a JAX op's scope), and the rule
+  // is a sharding constraint on the value, as JAX's with_sharding_constraint.
+  bool on_op = false;
 };
 
 struct ShardSpec {
@@ -52,6 +57,7 @@ bool GlobMatch(const std::string& pattern, const std::string& name);
 struct ShardSpecReport {
   int annotated = 0;                    // tensors that received a sharding
   std::vector<std::string> unmatched;   // rules that matched nothing
+  std::vector<bool> unmatched_on_op;    // per unmatched rule: a "match_op" rule
 };
 
 // `s`, written for a mesh of only the `existing_axes` of `mesh` (old device
@@ -63,7 +69,10 @@ StatusOr<Sharding> LiftSharding(const Sharding& s, const Mesh& mesh,
 
 // Applies the first matching rule to every entry parameter and constant of
 // the entry computation: parameters get the sharding directly, constants get
-// a `custom-call(Sharding)` annotation in front of their users. Sets the
+// a `custom-call(Sharding)` annotation in front of their users. "match_op"
+// rules constrain computed values the same way: a value matches by its name,
+// or by its metadata op_name when it leaves that op (a user outside it or the
+// root), so a multi-instruction ONNX node is constrained at its output only. Sets the
 // module's num_partitions to the mesh size. Errors: unknown axis, rank
 // mismatch, axis used twice, missing mesh.
 StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec);

@@ -67,6 +67,51 @@ TEST(ShardSpec, AppliesToParametersAndConstants) {
   EXPECT_TRUE(VerifyModule(**m).ok());
 }
 
+// A "match_op" rule constrains a computed value, by name or by the op_name
+// of its metadata; an op of several instructions is constrained only where
+// its value leaves it.
+TEST(ShardSpec, MatchOpConstrainsComputedValues) {
+  auto m = ParseModuleText(R"(HloModule m
+ENTRY %main (x: f32[2,4], w: f32[4,8]) -> f32[2,8] {
+  %x = f32[2,4] parameter(0)
+  %w = f32[4,8] parameter(1)
+  %dot = f32[2,8] dot(%x, %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="layer/mlp"}
+  %neg = f32[2,8] negate(%dot), metadata={op_name="layer/mlp"}
+  ROOT %abs = f32[2,8] abs(%neg), metadata={op_name="layer/act"}
+}
+)");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto spec = ParseShardSpec(R"({"mesh": {"data": 2}, "rules": [
+      {"match_op": "*/mlp", "dims": [null, "data"]},
+      {"match_op": "abs", "dims": ["data", null]},
+      {"match_op": "x", "replicated": true}]})", "s.json");
+  ASSERT_TRUE(spec.ok()) << spec.status().message();
+  EXPECT_TRUE(spec->rules[0].on_op);
+  auto report = ApplyShardSpec(**m, *spec);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  EXPECT_EQ(report->annotated, 2);
+  // "x" is a parameter: match_op rules never match those.
+  EXPECT_EQ(report->unmatched, (std::vector<std::string>{"x"}));
+  Computation* e = (*m)->entry();
+  EXPECT_FALSE(e->parameter(0)->has_sharding());
+  // Inside the op (dot feeds neg, both layer/mlp): not constrained.
+  EXPECT_EQ(e->Find("neg")->operand(0)->name(), "dot");
+  Instruction* abs = e->Find("abs");
+  ASSERT_EQ(abs->operand(0)->opcode(), Opcode::kCustomCall);
+  EXPECT_EQ(abs->operand(0)->operand(0)->name(), "neg");
+  EXPECT_EQ(abs->operand(0)->sharding()->ToString(), "{devices=[1,2]<=[2]}");
+  Instruction* root = e->root();
+  ASSERT_EQ(root->opcode(), Opcode::kCustomCall);
+  EXPECT_EQ(root->operand(0), abs);
+  EXPECT_EQ(root->sharding()->ToString(), "{devices=[2,1]<=[2]}");
+  EXPECT_TRUE(VerifyModule(**m).ok());
+
+  EXPECT_FALSE(ParseShardSpec(R"({"rules": [{"match": "a", "match_op": "b",
+      "replicated": true}]})", "s.json").ok());
+  EXPECT_FALSE(ParseShardSpec(R"({"rules": [{"match_op": 3, "replicated": true}]})",
+                              "s.json").ok());
+}
+
 TEST(ShardSpec, UnknownAxisAndRankMismatchAreErrors) {
   auto m = ParseModuleText(kModule);
   ASSERT_TRUE(m.ok());
