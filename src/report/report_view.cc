@@ -109,7 +109,12 @@ ArrayView View(const ReportData& d, std::string name, const Shape& shape,
   v.shape = shape;
   const Sharding s = sharding ? *sharding : Sharding::Replicate();
   v.label = ReportShardingLabel(d, s, shape.IsArray() ? shape.rank() : -1);
-  v.mesh_split = d.has_named_mesh && DecodeMeshSplit(s, d.mesh, shape.rank()).has_value();
+  if (d.has_named_mesh) {
+    if (auto axes = DecodeMeshSplit(s, d.mesh, shape.rank())) {
+      v.mesh_split = true;
+      v.dim_axes = axes->dims;
+    }
+  }
   v.sharding = std::move(sharding);
   return v;
 }

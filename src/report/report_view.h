@@ -57,6 +57,8 @@ struct ArrayView {
   std::optional<Sharding> sharding;
   std::string label;  // mesh_split notation over the report's mesh, else raw text
   bool mesh_split = false;  // label is mesh_split notation
+  // When it is: the mesh axes each dim is split over (major first).
+  std::vector<std::vector<std::string>> dim_axes;
 };
 std::vector<ArrayView> EntryParameterViews(const ReportData& d);
 std::vector<ArrayView> EntryOutputViews(const ReportData& d);
