@@ -21,6 +21,21 @@ Evaluation Failed(const std::string& stage, const Status& st) {
 
 }  // namespace
 
+double MachineModel::CollectiveSeconds(const std::string& kind, const std::string& axes,
+                                       double wire_bytes) const {
+  if (has_profile) return profile.CollectiveSeconds(kind, axes, wire_bytes);
+  return wire_bytes / link_bytes_per_second + collective_latency_seconds;
+}
+
+void MachineModel::UseProfile(const MachineProfile& p) {
+  profile = p;
+  has_profile = true;
+  flops_per_second = p.flops_per_second;
+  memory_bytes_per_second = p.memory_bytes_per_second;
+  link_bytes_per_second = p.link.bytes_per_second;
+  collective_latency_seconds = p.link.latency_seconds;
+}
+
 bool Better(const Evaluation& a, const Evaluation& b) {
   if (a.ok != b.ok) return a.ok;
   if (!a.ok) return false;
@@ -80,8 +95,7 @@ Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
   for (const CollectiveCost& c : cost.collectives) {
     const double n = static_cast<double>(c.count);
     e.wire_bytes += c.wire_bytes * n;
-    e.comm_seconds +=
-        n * (c.wire_bytes / machine_.link_bytes_per_second + machine_.collective_latency_seconds);
+    e.comm_seconds += n * machine_.CollectiveSeconds(c.kind, c.mesh_axes, c.wire_bytes);
     e.num_collectives += c.count;
     e.collectives_by_kind[c.kind] += c.count;
   }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "autoshard/decision_space.h"
+#include "cost/machine_profile.h"
 #include "ir/module.h"
 
 namespace meshsplit::autoshard {
@@ -26,6 +27,18 @@ struct MachineModel {
   double collective_latency_seconds = 5e-6;
   // Hard cap on peak live memory per device; 0 = no cap.
   int64_t memory_limit_bytes = 0;
+  // A calibrated profile (`--profile`, cost/machine_profile.h): its rates
+  // replace the four above, and collectives take the rate measured for
+  // their kind and mesh axes.
+  MachineProfile profile;
+  bool has_profile = false;
+
+  // Seconds of one execution of a collective (kind and axes as the cost
+  // model names them).
+  double CollectiveSeconds(const std::string& kind, const std::string& axes,
+                           double wire_bytes) const;
+  // Takes `p`'s rates (memory_limit_bytes is kept).
+  void UseProfile(const MachineProfile& p);
 };
 
 // The scored cost of one candidate.

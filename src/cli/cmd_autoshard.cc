@@ -46,6 +46,7 @@ struct AutoshardFlags {
   std::vector<std::string> existing_axes;
   std::vector<std::string> compare;
   autoshard::MachineModel machine;
+  std::string profile;  // --profile: a calibrated machine profile
   std::string output;
   bool json = false;
   bool quiet = false;
@@ -164,6 +165,11 @@ int RunAutoshard(AutoshardFlags flags) {
     if (!bytes.ok()) return ReportError(bytes.status());
     flags.machine.memory_limit_bytes = *bytes;
   }
+  if (!flags.profile.empty()) {
+    StatusOr<MachineProfile> profile = ReadMachineProfile(flags.profile);
+    if (!profile.ok()) return ReportError(profile.status());
+    flags.machine.UseProfile(*profile);
+  }
   if (flags.budget < 1) return ReportError(Status::Error("--budget must be at least 1"));
   CompileOptions load;
   load.until = CompileStage::kPrepared;
@@ -238,7 +244,10 @@ int RunAutoshard(AutoshardFlags flags) {
   const std::string spec_text = autoshard::SpecToJson(
       best_spec, "found by meshsplit autoshard " + flags.file + " (mesh " + mesh->ToString() +
                      ", " + std::to_string(r.evaluations) + " candidates, estimated " +
-                     Micros(r.best_eval.time_seconds) + " per step)");
+                     Micros(r.best_eval.time_seconds) + " per step, machine profile " +
+                     (flags.machine.has_profile ? flags.machine.profile.Describe()
+                                                : std::string("defaults")) +
+                     ")");
   if (!flags.output.empty()) {
     std::ofstream out(flags.output);
     if (!out) return ReportError(Status::Error("-o: cannot write " + flags.output));
@@ -253,7 +262,9 @@ int RunAutoshard(AutoshardFlags flags) {
                     {"memory_bytes_per_second", flags.machine.memory_bytes_per_second},
                     {"link_bytes_per_second", flags.machine.link_bytes_per_second},
                     {"collective_latency_seconds", flags.machine.collective_latency_seconds},
-                    {"memory_limit_bytes", flags.machine.memory_limit_bytes}};
+                    {"memory_limit_bytes", flags.machine.memory_limit_bytes},
+                    {"profile", flags.machine.has_profile ? flags.machine.profile.Describe()
+                                                          : std::string("defaults")}};
     j["search"] = {{"groups", space.groups.size()},
                    {"tensors", space.decided_tensors},
                    {"evaluations", r.evaluations},
@@ -311,9 +322,13 @@ int RunAutoshard(AutoshardFlags flags) {
   std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
   os << ", " << secs << " s\n";
   os << "objective: estimated step time = max(flops / " << flags.machine.flops_per_second
-     << ", bytes / " << flags.machine.memory_bytes_per_second << ") + sum over collectives of (wire / "
-     << flags.machine.link_bytes_per_second << " + " << flags.machine.collective_latency_seconds
-     << " s)";
+     << ", bytes / " << flags.machine.memory_bytes_per_second << ") + sum over collectives of ";
+  if (flags.machine.has_profile)
+    os << "(latency + wire / bandwidth of its kind and mesh axes, profile "
+       << flags.machine.profile.Describe() << ")";
+  else
+    os << "(wire / " << flags.machine.link_bytes_per_second << " + "
+       << flags.machine.collective_latency_seconds << " s)";
   if (flags.machine.memory_limit_bytes > 0)
     os << ", peak memory <= " << Bytes(static_cast<double>(flags.machine.memory_limit_bytes));
   os << "\n\n";
@@ -402,14 +417,20 @@ const bool registered = RegisterCommand(
       app->add_option("--compare", f->compare,
                       "also cost this spec (an expert plan) with the same objective")
           ->allow_extra_args(false);
-      app->add_option("--flops-per-second", f->machine.flops_per_second,
-                      "objective: device compute rate (default 1e14)");
-      app->add_option("--memory-bandwidth", f->machine.memory_bytes_per_second,
-                      "objective: device memory bytes per second (default 1e12)");
-      app->add_option("--link-bandwidth", f->machine.link_bytes_per_second,
-                      "objective: collective wire bytes per second (default 5e10)");
-      app->add_option("--collective-latency", f->machine.collective_latency_seconds,
-                      "objective: seconds per collective execution (default 5e-6)");
+      CLI::Option* rates[] = {
+          app->add_option("--flops-per-second", f->machine.flops_per_second,
+                          "objective: device compute rate (default 1e14)"),
+          app->add_option("--memory-bandwidth", f->machine.memory_bytes_per_second,
+                          "objective: device memory bytes per second (default 1e12)"),
+          app->add_option("--link-bandwidth", f->machine.link_bytes_per_second,
+                          "objective: collective wire bytes per second (default 5e10)"),
+          app->add_option("--collective-latency", f->machine.collective_latency_seconds,
+                          "objective: seconds per collective execution (default 5e-6)")};
+      CLI::Option* profile = app->add_option(
+          "--profile", f->profile,
+          "objective: rates from a machine profile written by 'meshsplit calibrate' "
+          "(per collective kind and mesh axes) instead of the four rate flags");
+      for (CLI::Option* rate : rates) profile->excludes(rate);
       app->add_option("-o,--output", f->output, "write the best plan as a sharding spec JSON");
       app->add_flag("--json", f->json, "print one JSON document");
       app->add_flag("--quiet", f->quiet, "no progress lines on stderr");
