@@ -132,7 +132,8 @@ std::vector<std::pair<std::string, std::string>> FrontendAttributes(
 std::string CollectiveCause::ToString() const {
   std::string out;
   if (recorded) {
-    if (!instruction.empty()) out += instruction + " (" + op + "): ";
+    // No instruction: the reshard of a computation's root to its layout.
+    out += instruction.empty() ? std::string("root: ") : instruction + " (" + op + "): ";
     std::string what = rule;
     if (!from_sharding.empty() || !to_sharding.empty()) {
       if (!what.empty()) what += "; ";
@@ -163,9 +164,12 @@ CollectiveCause CollectiveCauseFinder::Find(const Instruction& collective) const
   const auto& root_annotation = root_annotation_;
   CollectiveCause cause;
   const auto attrs = FrontendAttributes(collective);
-  if (const std::string* instr = Lookup(attrs, kInstrKey)) {
+  // A reshard outside any instruction's scope (the computation root's, to
+  // the output layout) records no instruction, and is still recorded.
+  const std::string* instr = Lookup(attrs, kInstrKey);
+  if (instr != nullptr || Lookup(attrs, kReshardKey) != nullptr) {
     cause.recorded = true;
-    cause.instruction = *instr;
+    if (instr != nullptr) cause.instruction = *instr;
     if (const std::string* op = Lookup(attrs, kOpKey)) cause.op = *op;
     if (const std::string* rule = Lookup(attrs, kRuleKey)) cause.rule = *rule;
     if (const std::string* r = Lookup(attrs, kReshardKey)) {

@@ -22,7 +22,8 @@ struct CollectiveCause {
   // True when the partitioner recorded the cause; false when it was inferred
   // from the program's names (a heuristic).
   bool recorded = false;
-  std::string instruction;  // input instruction being partitioned (recorded)
+  std::string instruction;  // input instruction being partitioned (recorded;
+                            // "" for the reshard of a computation's root)
   std::string op;           // its opcode
   std::string source;       // original instruction whose value moves ("" if none)
   std::string source_op;    // its opcode

@@ -48,7 +48,7 @@ std::string CauseClass(const CollectiveCause& c, const Mesh* mesh) {
   if (c.recorded) {
     out = c.rule;
     if (!c.from_sharding.empty() || !c.to_sharding.empty()) {
-      if (out.empty() && !c.op.empty()) out = c.op + ": ";
+      if (out.empty()) out = c.instruction.empty() ? "root: " : c.op + ": ";
       else if (!out.empty()) out += "; ";
       out += "reshard " + label(c.from_sharding) + " -> " + label(c.to_sharding);
     }
