@@ -21,10 +21,9 @@ Evaluation Failed(const std::string& stage, const Status& st) {
 
 }  // namespace
 
-double MachineModel::CollectiveSeconds(const std::string& kind, const std::string& axes,
-                                       double wire_bytes) const {
-  if (has_profile) return profile.CollectiveSeconds(kind, axes, wire_bytes);
-  return wire_bytes / link_bytes_per_second + collective_latency_seconds;
+LinkRate MachineModel::CollectiveRate(const std::string& kind, const std::string& axes) const {
+  if (has_profile) return profile.RateFor(kind, axes);
+  return {collective_latency_seconds, link_bytes_per_second};
 }
 
 void MachineModel::UseProfile(const MachineProfile& p) {
@@ -95,7 +94,10 @@ Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
   for (const CollectiveCost& c : cost.collectives) {
     const double n = static_cast<double>(c.count);
     e.wire_bytes += c.wire_bytes * n;
-    e.comm_seconds += n * machine_.CollectiveSeconds(c.kind, c.mesh_axes, c.wire_bytes);
+    const LinkRate rate = machine_.CollectiveRate(c.kind, c.mesh_axes);
+    e.comm_latency_seconds += n * rate.latency_seconds;
+    e.comm_wire_seconds += n * c.wire_bytes / rate.bytes_per_second;
+    e.comm_seconds += n * (rate.latency_seconds + c.wire_bytes / rate.bytes_per_second);
     e.num_collectives += c.count;
     e.collectives_by_kind[c.kind] += c.count;
   }

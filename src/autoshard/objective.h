@@ -33,10 +33,14 @@ struct MachineModel {
   MachineProfile profile;
   bool has_profile = false;
 
-  // Seconds of one execution of a collective (kind and axes as the cost
-  // model names them).
+  // The latency and bandwidth of a collective (kind and axes as the cost
+  // model names them), and the seconds of one execution.
+  LinkRate CollectiveRate(const std::string& kind, const std::string& axes) const;
   double CollectiveSeconds(const std::string& kind, const std::string& axes,
-                           double wire_bytes) const;
+                           double wire_bytes) const {
+    const LinkRate r = CollectiveRate(kind, axes);
+    return r.latency_seconds + wire_bytes / r.bytes_per_second;
+  }
   // Takes `p`'s rates (memory_limit_bytes is kept).
   void UseProfile(const MachineProfile& p);
 };
@@ -52,6 +56,8 @@ struct Evaluation {
   double compute_seconds = 0;   // flops / flops_per_second
   double memory_seconds = 0;    // (bytes read + written) / memory bandwidth
   double comm_seconds = 0;      // sum of count * (wire / link + latency)
+  double comm_latency_seconds = 0;  // the latency part of comm_seconds
+  double comm_wire_seconds = 0;     // the bandwidth part
   double flops = 0;
   double bytes_accessed = 0;
   double wire_bytes = 0;        // per device, loops counted

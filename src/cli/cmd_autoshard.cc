@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "autoshard/decision_space.h"
+#include "autoshard/explain.h"
 #include "autoshard/objective.h"
 #include "autoshard/plan.h"
 #include "autoshard/search.h"
@@ -159,6 +160,23 @@ StatusOr<Mesh> ResolveMesh(const AutoshardFlags& flags, const Module& module) {
   return *mesh;
 }
 
+// When the plan splits nothing: why, against the fastest split alternative
+// the search costed ("" when something is split or nothing was costed).
+std::string ReplicationHeadline(const autoshard::SearchResult& r, const DecisionSpace& space,
+                                const Mesh& mesh, const autoshard::MachineModel& machine) {
+  if (!r.best_eval.ok) return "";
+  for (size_t g = 0; g < space.groups.size(); ++g)
+    if (r.best[g] != 0) return "";
+  const autoshard::Alternative* best = nullptr;
+  for (const auto& a : r.why)
+    if (a.eval.ok && a.option != 0 && (best == nullptr || Better(a.eval, best->eval))) best = &a;
+  if (best == nullptr) return "";
+  const auto& grp = space.groups[best->group];
+  return "the best split seen, " + grp.label + " " +
+         autoshard::OptionToString(grp.options[best->option], mesh) + ", " +
+         autoshard::Explain(r.best_eval, best->eval, machine).text;
+}
+
 int RunAutoshard(AutoshardFlags flags) {
   if (!flags.memory_limit.empty()) {
     auto bytes = ParseBytes(flags.memory_limit);
@@ -299,8 +317,13 @@ int RunAutoshard(AutoshardFlags flags) {
                      {"alternatives_costed", a.costed},
                      {"alternatives", a.options},
                      {"cost", EvalJson(a.eval)}});
+      if (a.eval.ok && r.best_eval.ok)
+        why.back()["verdict"] = autoshard::Explain(r.best_eval, a.eval, flags.machine).text;
     }
     j["why"] = std::move(why);
+    if (const std::string headline = ReplicationHeadline(r, space, *mesh, flags.machine);
+        !headline.empty())
+      j["replication_wins"] = headline;
     nlohmann::ordered_json cmp = nlohmann::ordered_json::array();
     for (const auto& [path, e] : compared) cmp.push_back({{"spec", path}, {"cost", EvalJson(e)}});
     j["compare"] = std::move(cmp);
@@ -373,8 +396,13 @@ int RunAutoshard(AutoshardFlags flags) {
       if (a.costed < a.options)
         os << " (best of " << a.costed << " of " << a.options << " alternatives costed)";
       os << "\n";
+      if (r.best_eval.ok)
+        os << "      it " << autoshard::Explain(r.best_eval, a.eval, flags.machine).text << "\n";
     }
   }
+  if (const std::string headline = ReplicationHeadline(r, space, *mesh, flags.machine);
+      !headline.empty())
+    os << "\nreplication wins: " << headline << "\n";
   if (!flags.output.empty()) os << "\nwrote " << flags.output << "\n";
   return 0;
 }
