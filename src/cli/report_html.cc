@@ -292,8 +292,8 @@ std::string RenderReportHtml(const ReportData& d) {
   RenderCards(os, d);
 
   os << "<h2>Memory at the peak, by kind</h2>\n<p class=\"sub\">What is live when memory peaks: "
-        "entry parameters, temporaries (activations) and outputs already computed. The dashed "
-        "mark is a perfect split of the unpartitioned peak.</p>\n";
+        "entry parameters, temporaries (activations) and outputs already computed. The caret "
+        "marks an even split of the unpartitioned peak over the devices.</p>\n";
   RenderMemoryChart(os, d);
   RenderCostTable(os, d);
 

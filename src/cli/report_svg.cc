@@ -110,7 +110,7 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
                         d.input_partitioned ? 0.0 : static_cast<double>(un.total())});
   const double scale = bar_w / max_total;
   const int rows = d.input_partitioned ? 1 : 2;
-  const int height = rows * row + 56;
+  const int height = rows * row + 50;
   os << "<svg id=\"memory-chart\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
      << x0 + bar_w + 110 << "\" height=\"" << height << "\" role=\"img\" aria-label=\"memory at "
      << "peak by kind\">\n";
@@ -122,14 +122,17 @@ void RenderMemoryChart(std::ostream& os, const ReportData& d) {
   }
   StackedBar(os, "mem", "per device", y, x0, scale, segments(dev), static_cast<double>(dev.total()));
   if (!d.input_partitioned && d.num_partitions > 1) {
-    // Where a perfect split of the unpartitioned peak would put each device.
+    // Where a perfect split of the unpartitioned peak would put each device:
+    // a caret under the per-device bar (a line across it would cross the
+    // segment labels).
     const double ideal = static_cast<double>(un.total()) / d.num_partitions * scale + x0;
-    os << "<line class=\"ideal\" x1=\"" << Fixed(ideal) << "\" x2=\"" << Fixed(ideal)
-       << "\" y1=\"" << y - 4 << "\" y2=\"" << y + 30
-       << "\" stroke=\"#222\" stroke-width=\"1.5\" stroke-dasharray=\"3,3\"><title>1/"
-       << d.num_partitions << " of the unpartitioned peak: " << HumanBytes(un.total() / d.num_partitions)
-       << "</title></line>\n<text class=\"legend\" x=\"" << Fixed(ideal + 3) << "\" y=\""
-       << y + 42 << "\">1/" << d.num_partitions << " of unpartitioned</text>\n";
+    const int tip = y + 29;
+    os << "<g class=\"ideal\"><title>1/" << d.num_partitions << " of the unpartitioned peak: "
+       << HumanBytes(static_cast<double>(un.total()) / d.num_partitions) << "</title><path d=\"M"
+       << Fixed(ideal) << "," << tip << " l-5,8 h10 z\" fill=\"#222\"/><text class=\"legend\" x=\""
+       << Fixed(ideal + 8) << "\" y=\"" << tip + 9 << "\">even split (1/" << d.num_partitions
+       << " of unpartitioned): " << HumanBytes(static_cast<double>(un.total()) / d.num_partitions)
+       << "</text></g>\n";
   }
   Legend(os, {"parameters", "activations", "outputs"}, x0, height - 16);
   os << "</svg>\n";

@@ -14,7 +14,7 @@ namespace meshsplit::cli {
 std::string Escape(const std::string& s);
 
 // The peak by kind: one stacked bar for the unpartitioned program and one per
-// device, on one scale, with a mark at 1/N of the unpartitioned peak.
+// device, on one scale, with a caret at 1/N of the unpartitioned peak.
 void RenderMemoryChart(std::ostream& os, const ReportData& d);
 
 // Wire bytes per device: one stacked bar per mesh axis, a segment per
