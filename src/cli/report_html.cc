@@ -57,7 +57,7 @@ details ul{margin:4px 0 0 0;padding-left:18px;font-size:12px}
 svg.grid .dim{font-size:10px;fill:var(--muted)}
 svg.grid .devs{font-size:10px;fill:#1f2328;font-family:ui-monospace,Menlo,Consolas,monospace}
 .note{font-size:12px;color:var(--muted)}
-.arrow{white-space:nowrap}
+.nw{white-space:nowrap}
 )css";
 
 // Sorts a table.sortable by the clicked column (numbers by data-v), and
@@ -102,15 +102,22 @@ if(location.hash==='#selftest'){
 })();
 )js";
 
-// Escaped cause text whose arrows do not break across lines ("-" is a
-// line-break opportunity).
+// Escaped cause text whose arrows and bracketed mesh_splits ("[data, _]")
+// do not break across lines ("-" and ", " are line-break opportunities).
 std::string CauseHtml(const std::string& cause) {
-  std::string out = Escape(cause);
-  const std::string arrow = "-&gt;";
-  for (size_t at = out.find(arrow); at != std::string::npos; at = out.find(arrow, at)) {
-    const std::string wrapped = "<span class=\"arrow\">" + arrow + "</span>";
-    out.replace(at, arrow.size(), wrapped);
-    at += wrapped.size();
+  const std::string text = Escape(cause);
+  std::string out;
+  for (size_t k = 0; k < text.size();) {
+    size_t end = std::string::npos;
+    if (text.compare(k, 5, "-&gt;") == 0) end = k + 5;
+    else if (text[k] == '[') end = text.find(']', k);
+    if (end != std::string::npos && text[k] == '[') ++end;
+    if (end == std::string::npos) {
+      out += text[k++];
+      continue;
+    }
+    out += "<span class=\"nw\">" + text.substr(k, end - k) + "</span>";
+    k = end;
   }
   return out;
 }

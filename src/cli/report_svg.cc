@@ -57,12 +57,16 @@ void StackedBar(std::ostream& os, const std::string& cls, const std::string& lab
      << HumanBytes(total) << "</text></g>\n";
 }
 
-void Legend(std::ostream& os, const std::vector<std::string>& kinds, int x, int y) {
+// A swatch per kind, labelled with `labels[k]` (the kind's name when absent).
+void Legend(std::ostream& os, const std::vector<std::string>& kinds, int x, int y,
+            const std::map<std::string, std::string>& labels = {}) {
   for (const std::string& k : kinds) {
+    auto it = labels.find(k);
+    const std::string text = it == labels.end() ? k : it->second;
     os << "<rect x=\"" << x << "\" y=\"" << y << "\" width=\"12\" height=\"12\" rx=\"2\" fill=\""
        << KindColor(k) << "\"/><text class=\"legend\" x=\"" << x + 17 << "\" y=\"" << y + 11
-       << "\">" << Escape(k) << "</text>\n";
-    x += 30 + 7 * static_cast<int>(k.size());
+       << "\">" << Escape(text) << "</text>\n";
+    x += 30 + 7 * static_cast<int>(text.size());
   }
 }
 
@@ -153,10 +157,17 @@ void RenderWireChart(std::ostream& os, const ReportData& d) {
                    [](const auto& a, const auto& b) { return a.second > b.second; });
   std::vector<std::string> kinds;
   for (const auto& [k, v] : d.per_device.wire_bytes_by_kind) kinds.push_back(k);
+  // The legend carries each kind's total over all axes.
+  std::map<std::string, std::string> totals;
+  int legend_w = 0;
+  for (const auto& [k, v] : d.per_device.wire_bytes_by_kind) {
+    totals[k] = k + " " + HumanBytes(v);
+    legend_w += 30 + 7 * static_cast<int>(totals[k].size());
+  }
   const int x0 = 130, bar_w = 480, row = 40;
   const int height = static_cast<int>(axes.size()) * row + 36;
   os << "<svg id=\"wire-chart\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" width=\""
-     << x0 + bar_w + 110 << "\" height=\"" << height << "\" role=\"img\" aria-label=\"wire bytes "
+     << std::max(x0 + bar_w + 110, x0 + legend_w) << "\" height=\"" << height << "\" role=\"img\" aria-label=\"wire bytes "
      << "by mesh axis and collective kind\">\n";
   int y = 8;
   for (const auto& [axis, total] : axes) {
@@ -169,7 +180,7 @@ void RenderWireChart(std::ostream& os, const ReportData& d) {
                segs, total);
     y += row;
   }
-  Legend(os, kinds, x0, height - 16);
+  Legend(os, kinds, x0, height - 16, totals);
   os << "</svg>\n";
 }
 
