@@ -67,9 +67,11 @@ std::vector<std::vector<std::string>> AxisNames(const DimsMapping& option, const
 }  // namespace
 
 std::vector<DimsMapping> EnumerateOptions(const std::vector<int64_t>& dims, const Mesh& mesh,
-                                          int max_axes_per_dim) {
+                                          int max_axes_per_dim,
+                                          const std::vector<int64_t>& excluded_axes) {
   std::vector<DimsMapping> out;
   std::vector<bool> used(mesh.num_axes(), false);
+  for (int64_t a : excluded_axes) used[a] = true;  // never offered
   DimsMapping cur(dims.size());
   // The recursion yields the all-unsplit mapping first.
   Enumerate(dims, mesh, max_axes_per_dim, 0, 1, used, cur, out);
@@ -82,6 +84,12 @@ StatusOr<DecisionSpace> BuildDecisionSpace(const Module& module, const Mesh& mes
   if (entry == nullptr) return Status::Error("module has no entry computation");
   DecisionSpace space;
   space.mesh = mesh;
+  std::vector<int64_t> excluded;
+  for (const std::string& name : options.excluded_axes) {
+    auto a = mesh.AxisIndex(name);
+    if (!a) return Status::Error("no mesh axis '" + name + "' in " + mesh.ToString());
+    excluded.push_back(*a);
+  }
   std::vector<std::string> all_names;
   // Grouping key: digit-free name, shape text, parameter or constant, the
   // decoded starting option and whether it was annotated.
@@ -106,7 +114,7 @@ StatusOr<DecisionSpace> BuildDecisionSpace(const Module& module, const Mesh& mes
       continue;
     }
     std::vector<DimsMapping> opts =
-        EnumerateOptions(shape.dimensions(), mesh, options.max_axes_per_dim);
+        EnumerateOptions(shape.dimensions(), mesh, options.max_axes_per_dim, excluded);
     if (opts.size() <= 1) {
       space.not_decided.push_back(instr->name() + ": no dim divides over a mesh axis");
       continue;
@@ -231,6 +239,16 @@ std::string SpecToJson(const ShardSpec& spec, const std::string& comment) {
   out += "  \"mesh\": " + nlohmann::json(spec.mesh.ToString()).dump() + ",\n";
   if (!spec.existing_axes.empty())
     out += "  \"existing_axes\": " + nlohmann::json(spec.existing_axes).dump() + ",\n";
+  if (spec.pipeline) {
+    nlohmann::ordered_json p;
+    p["axis"] = spec.pipeline->axis;
+    p["microbatches"] = spec.pipeline->microbatches;
+    p["schedule"] = spec.pipeline->schedule;
+    if (spec.pipeline->repeats != 1) p["repeats"] = spec.pipeline->repeats;
+    if (!spec.pipeline->loops.empty()) p["loops"] = spec.pipeline->loops;
+    if (spec.pipeline->batch_dim != 0) p["batch_dim"] = spec.pipeline->batch_dim;
+    out += "  \"pipeline\": " + p.dump() + ",\n";
+  }
   out += "  \"rules\": [";
   for (size_t r = 0; r < spec.rules.size(); ++r) {
     const ShardRule& rule = spec.rules[r];

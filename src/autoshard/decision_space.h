@@ -55,6 +55,9 @@ struct DecisionSpaceOptions {
   // At most this many mesh axes per tensor dim (1: one axis or none, as
   // GSPMD's mesh_split dims_mapping; 2 also tries e.g. [(data, model), _]).
   int max_axes_per_dim = 1;
+  // Mesh axes no decision may split over (the pipeline's stage axis, which
+  // the pipeline pass owns).
+  std::vector<std::string> excluded_axes;
 };
 
 struct DecisionSpace {
@@ -72,7 +75,8 @@ using Choice = std::vector<int>;  // one option index per group
 // size 1 never, and only when the product of the sizes divides the dim (so
 // no padding). The unsplit mapping comes first.
 std::vector<DimsMapping> EnumerateOptions(const std::vector<int64_t>& dims, const Mesh& mesh,
-                                          int max_axes_per_dim = 1);
+                                          int max_axes_per_dim = 1,
+                                          const std::vector<int64_t>& excluded_axes = {});
 
 // The decision space of `module`'s entry parameters and constants.
 // Errors: no entry computation.

@@ -53,7 +53,9 @@ Evaluator::Evaluator(const Module& module, const DecisionSpace& space, MachineMo
       lifted_axes_(std::move(lifted_axes)) {}
 
 Evaluation Evaluator::Evaluate(const Choice& choice) const {
-  return EvaluateSpec(ChoiceToSpec(space_, choice));
+  ShardSpec spec = ChoiceToSpec(space_, choice);
+  spec.pipeline = pipeline_;
+  return EvaluateSpec(spec);
 }
 
 Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -91,12 +92,17 @@ class Evaluator {
   Evaluation EvaluateSpec(const ShardSpec& spec) const;
 
   const MachineModel& machine() const { return machine_; }
+  // Every candidate choice is pipelined so (EvaluateSpec takes the spec's own
+  // "pipeline" key, or none).
+  void set_pipeline(std::optional<PipelineSpec> pipeline) { pipeline_ = std::move(pipeline); }
+  const std::optional<PipelineSpec>& pipeline() const { return pipeline_; }
 
  private:
   std::unique_ptr<Module> module_;
   const DecisionSpace& space_;
   MachineModel machine_;
   std::vector<std::string> lifted_axes_;
+  std::optional<PipelineSpec> pipeline_;
 };
 
 }  // namespace meshsplit::autoshard

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct PlanOptions {
   DecisionSpaceOptions space;
   MachineModel machine;
   SearchOptions search;
+  // Pipeline the model's layer loops in every candidate (the stage axis is
+  // then excluded from the decisions).
+  std::optional<PipelineSpec> pipeline;
 };
 
 class Planner {
@@ -39,7 +43,9 @@ class Planner {
   SearchResult Search() const { return autoshard::Search(*evaluator_, space_, options_.search); }
   // The spec of `choice` (with the lift's existing_axes).
   ShardSpec SpecOf(const Choice& choice) const {
-    return ChoiceToSpec(space_, choice, options_.existing_axes);
+    ShardSpec spec = ChoiceToSpec(space_, choice, options_.existing_axes);
+    spec.pipeline = options_.pipeline;
+    return spec;
   }
 
  private:

@@ -48,6 +48,8 @@ struct AutoshardFlags {
   std::vector<std::string> compare;
   autoshard::MachineModel machine;
   std::string profile;  // --profile: a calibrated machine profile
+  std::string pipeline_axis;           // --pipeline-axis: also plan pipeline stages
+  std::vector<int64_t> microbatches;   // --microbatches: the counts tried
   std::string output;
   bool json = false;
   bool quiet = false;
@@ -227,10 +229,45 @@ int RunAutoshard(AutoshardFlags flags) {
       }
     };
   }
-  auto planner = autoshard::Planner::Create(module, *mesh, std::move(plan));
-  if (!planner.ok()) return ReportError(planner.status());
-  const DecisionSpace& space = (*planner)->space();
-  const autoshard::Evaluator& evaluator = (*planner)->evaluator();
+  // With a stage axis, one search per microbatch count (the budget split
+  // between them; the stage axis is the pipeline's, not a decision's), and
+  // the best plan over all of them; 0 stands for "not pipelined".
+  std::vector<int64_t> micro_counts = {0};
+  if (!flags.pipeline_axis.empty()) {
+    if (!mesh->AxisIndex(flags.pipeline_axis))
+      return ReportError(Status::Error("--pipeline-axis: '" + flags.pipeline_axis +
+                                       "' is not an axis of the mesh " + mesh->ToString()));
+    micro_counts = flags.microbatches.empty() ? std::vector<int64_t>{0, 1, 2, 4, 8}
+                                              : flags.microbatches;
+    for (int64_t m : micro_counts)
+      if (m < 0)
+        return ReportError(
+            Status::Error("--microbatches: each count must be >= 0 (0: not pipelined)"));
+    plan.search.max_evaluations =
+        std::max<int64_t>(1, flags.budget / static_cast<int64_t>(micro_counts.size()));
+    if (flags.time_limit > 0)
+      plan.search.max_seconds = flags.time_limit / static_cast<double>(micro_counts.size());
+  }
+  struct PipelineTry {
+    int64_t microbatches = 0;
+    std::unique_ptr<autoshard::Planner> planner;
+    autoshard::SearchResult result;
+  };
+  std::vector<PipelineTry> tries;
+  for (int64_t m : micro_counts) {
+    autoshard::PlanOptions options = plan;
+    if (m > 0) {
+      PipelineSpec p;
+      p.axis = flags.pipeline_axis;
+      p.microbatches = m;
+      options.pipeline = p;
+    }
+    std::unique_ptr<Module> copy = module.Clone();
+    auto planner = autoshard::Planner::Create(*copy, *mesh, std::move(options));
+    if (!planner.ok()) return ReportError(planner.status());
+    tries.push_back({m, std::move(*planner), {}});
+  }
+  const DecisionSpace& space = tries.front().planner->space();
 
   // Expert plans to compare with, checked before the search runs.
   std::vector<std::pair<std::string, ShardSpec>> compare_specs;
@@ -251,14 +288,34 @@ int RunAutoshard(AutoshardFlags flags) {
   if (!flags.quiet)
     std::cerr << "autoshard: " << space.groups.size() << " decision groups ("
               << space.decided_tensors << " tensors), mesh " << mesh->ToString() << std::endl;
-  const autoshard::SearchResult r = (*planner)->Search();
+  size_t chosen = 0;
+  for (size_t k = 0; k < tries.size(); ++k) {
+    if (!flags.quiet && tries[k].microbatches > 0)
+      std::cerr << "autoshard: pipelined over " << flags.pipeline_axis << " with "
+                << tries[k].microbatches << " microbatches" << std::endl;
+    else if (!flags.quiet && !flags.pipeline_axis.empty())
+      std::cerr << "autoshard: not pipelined" << std::endl;
+    tries[k].result = tries[k].planner->Search();
+    if (Better(tries[k].result.best_eval, tries[chosen].result.best_eval)) chosen = k;
+  }
   if (drew) std::cerr << "\n";
+  const autoshard::Planner* planner = tries[chosen].planner.get();
+  const autoshard::Evaluator& evaluator = planner->evaluator();
+  autoshard::SearchResult r = tries[chosen].result;
+  for (const PipelineTry& t : tries)
+    if (&t != &tries[chosen]) {
+      r.evaluations += t.result.evaluations;
+      r.failed += t.result.failed;
+      r.why_evaluations += t.result.why_evaluations;
+      r.cache_hits += t.result.cache_hits;
+      r.seconds += t.result.seconds;
+    }
 
   std::vector<std::pair<std::string, Evaluation>> compared;
   for (const auto& [path, spec] : compare_specs)
     compared.emplace_back(path, evaluator.EvaluateSpec(spec));
 
-  const ShardSpec best_spec = (*planner)->SpecOf(r.best);
+  const ShardSpec best_spec = planner->SpecOf(r.best);
   const std::string spec_text = autoshard::SpecToJson(
       best_spec, "found by meshsplit autoshard " + flags.file + " (mesh " + mesh->ToString() +
                      ", " + std::to_string(r.evaluations) + " candidates, estimated " +
@@ -321,6 +378,18 @@ int RunAutoshard(AutoshardFlags flags) {
         why.back()["verdict"] = autoshard::Explain(r.best_eval, a.eval, flags.machine).text;
     }
     j["why"] = std::move(why);
+    if (!flags.pipeline_axis.empty()) {
+      nlohmann::ordered_json pj;
+      pj["axis"] = flags.pipeline_axis;
+      pj["microbatches"] = tries[chosen].microbatches;
+      nlohmann::ordered_json tried = nlohmann::ordered_json::array();
+      for (const PipelineTry& t : tries)
+        tried.push_back({{"microbatches", t.microbatches},
+                         {"evaluations", t.result.evaluations},
+                         {"best", EvalJson(t.result.best_eval)}});
+      pj["tried"] = std::move(tried);
+      j["pipeline"] = std::move(pj);
+    }
     if (const std::string headline = ReplicationHeadline(r, space, *mesh, flags.machine);
         !headline.empty())
       j["replication_wins"] = headline;
@@ -358,6 +427,15 @@ int RunAutoshard(AutoshardFlags flags) {
   os << "initial: " << EvalLine(r.initial_eval) << "\n";
   os << "best:    " << EvalLine(r.best_eval) << "\n";
   for (const auto& [path, e] : compared) os << "compare " << path << ": " << EvalLine(e) << "\n";
+  if (!flags.pipeline_axis.empty()) {
+    os << "\npipeline over " << flags.pipeline_axis << " (gpipe), best plan per microbatch count:\n";
+    for (const PipelineTry& t : tries)
+      os << "  " << (&t == &tries[chosen] ? "* " : "  ")
+         << (t.microbatches == 0 ? std::string("not pipelined (") + flags.pipeline_axis +
+                                       " as a decision axis)"
+                                 : std::to_string(t.microbatches) + " microbatches")
+         << ": " << EvalLine(t.result.best_eval) << "\n";
+  }
   os << "\nplan:\n";
   for (size_t g = 0; g < space.groups.size(); ++g) {
     const auto& grp = space.groups[g];
@@ -454,6 +532,13 @@ const bool registered = RegisterCommand(
                           "objective: collective wire bytes per second (default 5e10)"),
           app->add_option("--collective-latency", f->machine.collective_latency_seconds,
                           "objective: seconds per collective execution (default 5e-6)")};
+      app->add_option("--pipeline-axis", f->pipeline_axis,
+                      "also plan pipeline parallelism over this mesh axis (the model's layer "
+                      "loops, gpipe; docs/pipeline.md): one search per microbatch count");
+      app->add_option("--microbatches", f->microbatches,
+                      "with --pipeline-axis: the microbatch counts tried, 0 = not pipelined "
+                      "(default 0,1,2,4,8)")
+          ->delimiter(',');
       CLI::Option* profile = app->add_option(
           "--profile", f->profile,
           "objective: rates from a machine profile written by 'meshsplit calibrate' "
