@@ -1,6 +1,8 @@
 // Planner: the lift, decision space and evaluator of one search (plan.h).
 #include "autoshard/plan.h"
 
+#include <chrono>
+
 namespace meshsplit::autoshard {
 
 StatusOr<std::unique_ptr<Planner>> Planner::Create(Module& module, const Mesh& mesh,
@@ -23,7 +25,135 @@ StatusOr<std::unique_ptr<Planner>> Planner::Create(Module& module, const Mesh& m
   p->evaluator_ = std::make_unique<Evaluator>(module, p->space_, p->options_.machine,
                                               p->options_.existing_axes);
   p->evaluator_->set_pipeline(p->options_.pipeline);
+  p->module_ = module.Clone();
   return p;
+}
+
+}  // namespace meshsplit::autoshard
+
+namespace meshsplit::autoshard {
+namespace {
+
+// The decision-space choice of an ILP solution: each group takes its class's
+// strategy (strategies of decided tensors are the group's options).
+Choice ToChoice(const StrategyGraph& g, const DecisionSpace& space, const std::vector<int>& cls) {
+  Choice c = InitialChoice(space);
+  for (size_t k = 0; k < g.classes.size(); ++k)
+    if (g.classes[k].decision_group >= 0) c[g.classes[k].decision_group] = cls[k];
+  return c;
+}
+
+// The match_op rules stating the ILP's result sharding of the computed
+// values `which` selects, one per instruction (by name).
+std::vector<ShardRule> OpRules(const StrategyGraph& g, const std::vector<int>& cls,
+                               ExactConstraints which) {
+  std::vector<ShardRule> rules;
+  if (which == ExactConstraints::kParameters) return rules;
+  const Mesh& mesh = *g.mesh;
+  for (const GraphNode& node : g.nodes) {
+    const Instruction& instr = *node.instr;
+    const Opcode op = instr.opcode();
+    if (node.sink || node.opaque || node.follower || op == Opcode::kParameter ||
+        op == Opcode::kConstant || !instr.shape().IsArray() || instr.shape().rank() == 0)
+      continue;
+    if (which == ExactConstraints::kDots && op != Opcode::kDot) continue;
+    const DimsMapping& m = node.strategies[cls[node.cls]].result;
+    bool split = false;
+    ShardRule rule;
+    rule.on_op = true;
+    rule.match = instr.name();
+    for (const auto& axes : m) {
+      rule.dims.emplace_back();
+      for (int64_t a : axes) rule.dims.back().push_back(mesh.axes()[a].name);
+      split = split || !axes.empty();
+    }
+    // A replicated result is stated too: propagation would otherwise
+    // spread a neighbour's split into it, which the ILP did not cost.
+    if (!split) {
+      rule.dims.clear();
+      rule.replicated = true;
+    }
+    rules.push_back(std::move(rule));
+  }
+  return rules;
+}
+
+}  // namespace
+
+StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const MachineModel& machine = options_.machine;
+  MS_ASSIGN_OR_RETURN(StrategyGraph g,
+                      BuildStrategyGraph(*module_, space_, machine, options.graph));
+  ExactResult r;
+  r.build_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  r.instructions = g.instructions;
+  r.nodes = static_cast<int64_t>(g.nodes.size());
+  r.followers = g.followers;
+  r.free_sources = g.free_sources;
+  r.opaque = g.opaque;
+  r.classes = static_cast<int64_t>(g.classes.size());
+  r.strategies = g.strategies;
+  r.edges = static_cast<int64_t>(g.edges.size());
+  {
+    // Strategy 0 of an op is its replicated one (no axis on any factor).
+    std::vector<int> initial(g.classes.size(), 0);
+    for (size_t k = 0; k < g.classes.size(); ++k)
+      if (g.classes[k].decision_group >= 0)
+        initial[k] = space_.groups[g.classes[k].decision_group].initial;
+    r.initial_estimate = CostOfChoice(g, machine, initial);
+  }
+  IlpOptions ilp;
+  ilp.relax = options.relax;
+  ilp.time_limit_seconds = options.time_limit_seconds;
+  ilp.memory_limit_bytes = machine.memory_limit_bytes;
+  // The ILP counts parameters, outputs and the largest other value, less
+  // than the evaluated peak: when the plan's real peak breaks the cap, the
+  // ILP's cap shrinks by the overshoot and it solves again (a few times).
+  const int max_solves = machine.memory_limit_bytes > 0 && !options.relax ? 4 : 1;
+  for (int solve = 0; solve < max_solves; ++solve) {
+    IlpResult sol = SolveStrategyGraph(g, machine, ilp);
+    ++r.solves;
+    if (sol.status == IlpStatus::kInfeasible && solve == 0) {
+      // Report the plan of least estimated memory instead.
+      IlpOptions least = ilp;
+      least.memory_limit_bytes = 0;
+      least.minimize_memory = true;
+      r.ilp = SolveStrategyGraph(g, machine, least);
+      ++r.solves;
+      r.infeasible = true;
+      if (r.ilp.choice.empty())
+        return Status::Error("ILP: " + std::string(IlpStatusName(r.ilp.status)));
+      r.choice = ToChoice(g, space_, r.ilp.choice);
+      r.spec = SpecOf(r.choice);
+      for (ShardRule& rule : OpRules(g, r.ilp.choice, options.constraints)) {
+        r.spec.rules.push_back(std::move(rule));
+        ++r.op_rules;
+      }
+      r.eval = evaluator_->EvaluateSpec(r.spec);
+      return r;
+    }
+    if (sol.choice.empty()) {
+      if (solve == 0)
+        return Status::Error(std::string("ILP: ") + IlpStatusName(sol.status) + " (" +
+                             std::to_string(r.strategies) + " strategies)");
+      break;  // keep the last plan
+    }
+    r.choice = ToChoice(g, space_, sol.choice);
+    r.spec = SpecOf(r.choice);
+    r.op_rules = 0;
+    for (ShardRule& rule : OpRules(g, sol.choice, options.constraints)) {
+      r.spec.rules.push_back(std::move(rule));
+      ++r.op_rules;
+    }
+    r.eval = evaluator_->EvaluateSpec(r.spec);
+    r.ilp = std::move(sol);
+    if (max_solves == 1 || !r.eval.ok || r.eval.feasible) break;
+    const double over = static_cast<double>(r.eval.peak_memory_bytes) /
+                        static_cast<double>(machine.memory_limit_bytes);
+    ilp.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(ilp.memory_limit_bytes) / over);
+  }
+  return r;
 }
 
 }  // namespace meshsplit::autoshard

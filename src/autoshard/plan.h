@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "autoshard/decision_space.h"
+#include "autoshard/ilp.h"
 #include "autoshard/objective.h"
 #include "autoshard/search.h"
 #include "import/shard_spec.h"
@@ -31,6 +32,42 @@ struct PlanOptions {
   std::optional<PipelineSpec> pipeline;
 };
 
+// The exact planner (`--solver ilp|lp`): the strategy graph of the module,
+// its ILP (or LP relaxation), the solution as a choice of the decision space
+// and that choice evaluated like any candidate (full compile + cost).
+// Which of the ILP's decisions the written spec states: the parameters'
+// alone (propagation completes the rest), also every dot's result (a
+// `match_op` constraint: propagation would not always reproduce the ILP's
+// choice there), or every op node's result.
+enum class ExactConstraints { kParameters, kDots, kAll };
+
+struct ExactOptions {
+  bool relax = false;
+  double time_limit_seconds = 50;
+  StrategyGraphOptions graph;
+  ExactConstraints constraints = ExactConstraints::kAll;
+};
+
+struct ExactResult {
+  // Graph sizes.
+  int64_t instructions = 0, nodes = 0, followers = 0, free_sources = 0, opaque = 0;
+  int64_t classes = 0, strategies = 0, edges = 0;
+  IlpResult ilp;         // the solve the plan comes from
+  int solves = 0;        // ILP solves (the cap is tightened when the evaluated
+                         // peak memory exceeds it)
+  Choice choice;         // the plan's parameters, over the decision space
+  ShardSpec spec;        // the plan: SpecOf(choice) and its match_op rules
+  int64_t op_rules = 0;  // of which constraints on computed values
+  Evaluation eval;       // the plan partitioned and costed
+  // The memory cap admits no plan (ILP): `choice`/`eval`/`ilp` are then the
+  // plan of least estimated memory.
+  bool infeasible = false;
+  double build_seconds = 0;  // graph construction
+  // The ILP's estimate of the initial plan (decided tensors as the input has
+  // them, every op replicated), to set beside its evaluated cost.
+  ModelCost initial_estimate;
+};
+
 class Planner {
  public:
   // Lifts `module`'s shardings onto `mesh` (in place), then builds the
@@ -40,8 +77,12 @@ class Planner {
 
   const DecisionSpace& space() const { return space_; }
   const Evaluator& evaluator() const { return *evaluator_; }
+  // The module after the lift, as candidates are applied to it.
+  const Module& module() const { return *module_; }
   SearchResult Search() const { return autoshard::Search(*evaluator_, space_, options_.search); }
   // The spec of `choice` (with the lift's existing_axes).
+  // Solves the exact planner's ILP (or LP) and evaluates its plan.
+  StatusOr<ExactResult> SolveExact(const ExactOptions& options) const;
   ShardSpec SpecOf(const Choice& choice) const {
     ShardSpec spec = ChoiceToSpec(space_, choice, options_.existing_axes);
     spec.pipeline = options_.pipeline;
@@ -54,6 +95,7 @@ class Planner {
   PlanOptions options_;
   DecisionSpace space_;
   std::unique_ptr<Evaluator> evaluator_;  // refers to space_
+  std::unique_ptr<Module> module_;        // for the exact planner's graph
 };
 
 }  // namespace meshsplit::autoshard

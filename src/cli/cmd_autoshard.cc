@@ -1,11 +1,16 @@
 // `meshsplit autoshard FILE [--mesh data=2,model=4] [--budget N] [--seed S]
-// [--memory-limit BYTES] [-o SPEC.json] [--json]`: searches sharding
-// decisions for the program's inputs and weights (src/autoshard/), prints the
-// cheapest plan found with its cost, and writes it as a sharding spec that
-// partition/run/verify/report take with --shard. docs/autoshard.md.
+// [--solver search|ilp|lp] [--bound] [--memory-limit BYTES] [-o SPEC.json]
+// [--json]`: searches sharding decisions for the program's inputs and
+// weights (src/autoshard/), or solves the exact planner's ILP over per-op
+// strategies, prints the cheapest plan found with its cost, and writes it as
+// a sharding spec that partition/run/verify/report take with --shard.
+// docs/autoshard.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
+#include <chrono>
+#include <optional>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -51,6 +56,9 @@ struct AutoshardFlags {
   std::string pipeline_axis;           // --pipeline-axis: also plan pipeline stages
   std::vector<int64_t> microbatches;   // --microbatches: the counts tried
   std::string output;
+  std::string solver = "search";
+  std::string ilp_constraints = "all";
+  bool bound = false;
   bool json = false;
   bool quiet = false;
   bool keep_batch_norm = false;
@@ -179,6 +187,86 @@ std::string ReplicationHeadline(const autoshard::SearchResult& r, const Decision
          autoshard::Explain(r.best_eval, best->eval, machine).text;
 }
 
+nlohmann::ordered_json IlpJson(const autoshard::IlpResult& ilp) {
+  return {{"status", autoshard::IlpStatusName(ilp.status)},
+          {"objective_seconds", ilp.objective_seconds},
+          {"bound_seconds", ilp.bound_seconds},
+          {"gap", ilp.gap},
+          {"estimate", {{"time_seconds", ilp.cost.time_seconds},
+                        {"compute_seconds", ilp.cost.compute_seconds},
+                        {"memory_seconds", ilp.cost.memory_seconds},
+                        {"comm_seconds", ilp.cost.comm_seconds},
+                        {"reshard_seconds", ilp.cost.reshard_seconds},
+                        {"memory_bytes", ilp.cost.memory_bytes}}},
+          {"seconds", ilp.seconds},
+          {"strategy_variables", ilp.strategy_variables},
+          {"edge_variables", ilp.edge_variables},
+          {"edge_groups", ilp.edge_groups},
+          {"constraints", ilp.constraints},
+          {"lp_integral", ilp.lp_integral}};
+}
+
+nlohmann::ordered_json SolverJson(const std::string& name, const autoshard::ExactResult& x,
+                                  const std::optional<autoshard::IlpResult>& lp_bound) {
+  nlohmann::ordered_json j;
+  j["name"] = name;
+  if (name == "search") {
+    if (lp_bound) j["lp"] = IlpJson(*lp_bound);
+    return j;
+  }
+  j["graph"] = {{"instructions", x.instructions}, {"nodes", x.nodes},
+                {"followers_merged", x.followers}, {"free_sources", x.free_sources},
+                {"opaque", x.opaque}, {"classes", x.classes},
+                {"strategies", x.strategies}, {"edges", x.edges},
+                {"build_seconds", x.build_seconds}};
+  j["ilp"] = IlpJson(x.ilp);
+  j["initial_estimate_seconds"] = x.initial_estimate.time_seconds;
+  j["solves"] = x.solves;
+  j["op_rules"] = x.op_rules;
+  j["memory_cap_infeasible"] = x.infeasible;
+  return j;
+}
+
+void PrintExact(std::ostream& os, const std::string& name, const autoshard::ExactResult& x) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "graph: %lld nodes of %lld instructions (%lld followers merged, %lld free "
+                "sources, %lld opaque), %lld classes, %lld strategies, %lld edges, built in "
+                "%.2f s\n",
+                (long long)x.nodes, (long long)x.instructions, (long long)x.followers,
+                (long long)x.free_sources, (long long)x.opaque, (long long)x.classes,
+                (long long)x.strategies, (long long)x.edges, x.build_seconds);
+  os << buf;
+  std::snprintf(buf, sizeof(buf),
+                "%s: %s%s, objective %s, bound %s, gap %.2f%%; %lld strategy + %lld edge "
+                "variables (%lld edge groups), %lld constraints, %d solve%s, %.2f s\n",
+                name == "lp" ? "lp (CLP relaxation)" : "ilp (CBC)",
+                autoshard::IlpStatusName(x.ilp.status),
+                name == "ilp" && x.ilp.lp_integral ? " (the LP optimum is integral)" : "",
+                Micros(x.ilp.objective_seconds).c_str(),
+                Micros(x.ilp.bound_seconds).c_str(), x.ilp.gap * 100,
+                (long long)x.ilp.strategy_variables, (long long)x.ilp.edge_variables,
+                (long long)x.ilp.edge_groups, (long long)x.ilp.constraints, x.solves,
+                x.solves == 1 ? "" : "s", x.ilp.seconds);
+  os << buf;
+  os << "spec: the parameters' shardings";
+  if (x.op_rules > 0) os << " and " << x.op_rules << " match_op constraints on computed values";
+  os << "\n";
+}
+
+// An infeasible memory cap: the error names the cap and the smallest plan.
+int ReportInfeasible(const AutoshardFlags& flags, const autoshard::ExactResult& x) {
+  std::cout << std::flush;  // the plan first, then the error
+  std::string msg = "no plan fits in " +
+                    Bytes(static_cast<double>(flags.machine.memory_limit_bytes)) +
+                    " per device; the smallest the ILP finds needs " +
+                    Bytes(x.ilp.cost.memory_bytes) + " (its estimate: parameters, outputs and "
+                    "the largest other value)";
+  if (x.eval.ok) msg += ", " + Bytes(static_cast<double>(x.eval.peak_memory_bytes)) +
+                        " peak when partitioned";
+  return ReportError(Status::Error(msg));
+}
+
 int RunAutoshard(AutoshardFlags flags) {
   if (!flags.memory_limit.empty()) {
     auto bytes = ParseBytes(flags.memory_limit);
@@ -191,6 +279,16 @@ int RunAutoshard(AutoshardFlags flags) {
     flags.machine.UseProfile(*profile);
   }
   if (flags.budget < 1) return ReportError(Status::Error("--budget must be at least 1"));
+  if (flags.solver != "search" && flags.solver != "ilp" && flags.solver != "lp")
+    return ReportError(Status::Error("--solver: unknown solver '" + flags.solver +
+                                     "' (search, ilp or lp)"));
+  const bool exact = flags.solver != "search";
+  autoshard::ExactConstraints constraints = autoshard::ExactConstraints::kAll;
+  if (flags.ilp_constraints == "params") constraints = autoshard::ExactConstraints::kParameters;
+  else if (flags.ilp_constraints == "dots") constraints = autoshard::ExactConstraints::kDots;
+  else if (flags.ilp_constraints != "all")
+    return ReportError(Status::Error("--ilp-constraints: '" + flags.ilp_constraints +
+                                     "' is not params, dots or all"));
   CompileOptions load;
   load.until = CompileStage::kPrepared;
   load.verify_input = true;
@@ -233,6 +331,10 @@ int RunAutoshard(AutoshardFlags flags) {
   // between them; the stage axis is the pipeline's, not a decision's), and
   // the best plan over all of them; 0 stands for "not pipelined".
   std::vector<int64_t> micro_counts = {0};
+  if (exact && !flags.pipeline_axis.empty())
+    return ReportError(Status::Error("--solver " + flags.solver +
+                                     " does not plan pipelines (--pipeline-axis): use the "
+                                     "search (--solver search)"));
   if (!flags.pipeline_axis.empty()) {
     if (!mesh->AxisIndex(flags.pipeline_axis))
       return ReportError(Status::Error("--pipeline-axis: '" + flags.pipeline_axis +
@@ -289,33 +391,74 @@ int RunAutoshard(AutoshardFlags flags) {
     std::cerr << "autoshard: " << space.groups.size() << " decision groups ("
               << space.decided_tensors << " tensors), mesh " << mesh->ToString() << std::endl;
   size_t chosen = 0;
-  for (size_t k = 0; k < tries.size(); ++k) {
-    if (!flags.quiet && tries[k].microbatches > 0)
-      std::cerr << "autoshard: pipelined over " << flags.pipeline_axis << " with "
-                << tries[k].microbatches << " microbatches" << std::endl;
-    else if (!flags.quiet && !flags.pipeline_axis.empty())
-      std::cerr << "autoshard: not pipelined" << std::endl;
-    tries[k].result = tries[k].planner->Search();
-    if (Better(tries[k].result.best_eval, tries[chosen].result.best_eval)) chosen = k;
+  autoshard::SearchResult r;
+  autoshard::ExactResult x;                      // --solver ilp|lp
+  std::optional<autoshard::IlpResult> lp_bound;  // --bound
+  if (exact) {
+    // One try: --pipeline-axis is refused with the exact planner.
+    const autoshard::Planner* p = tries.front().planner.get();
+    autoshard::ExactOptions eo;
+    eo.relax = flags.solver == "lp";
+    eo.constraints = constraints;
+    eo.time_limit_seconds = flags.time_limit > 0 ? flags.time_limit : 1e9;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto solved = p->SolveExact(eo);
+    if (!solved.ok()) return ReportError(solved.status());
+    x = std::move(*solved);
+    r.initial = autoshard::InitialChoice(space);
+    r.initial_eval = p->evaluator().Evaluate(r.initial);
+    r.best = x.choice;
+    r.best_eval = x.eval;
+    r.evaluations = x.solves + 1;
+    r.stop_reason = autoshard::IlpStatusName(x.ilp.status);
+    r.converged = x.ilp.status == autoshard::IlpStatus::kOptimal;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } else {
+    for (size_t k = 0; k < tries.size(); ++k) {
+      if (!flags.quiet && tries[k].microbatches > 0)
+        std::cerr << "autoshard: pipelined over " << flags.pipeline_axis << " with "
+                  << tries[k].microbatches << " microbatches" << std::endl;
+      else if (!flags.quiet && !flags.pipeline_axis.empty())
+        std::cerr << "autoshard: not pipelined" << std::endl;
+      tries[k].result = tries[k].planner->Search();
+      if (Better(tries[k].result.best_eval, tries[chosen].result.best_eval)) chosen = k;
+    }
+    if (drew) std::cerr << "\n";
+    r = tries[chosen].result;
+    for (const PipelineTry& t : tries)
+      if (&t != &tries[chosen]) {
+        r.evaluations += t.result.evaluations;
+        r.failed += t.result.failed;
+        r.why_evaluations += t.result.why_evaluations;
+        r.cache_hits += t.result.cache_hits;
+        r.seconds += t.result.seconds;
+      }
   }
-  if (drew) std::cerr << "\n";
   const autoshard::Planner* planner = tries[chosen].planner.get();
   const autoshard::Evaluator& evaluator = planner->evaluator();
-  autoshard::SearchResult r = tries[chosen].result;
-  for (const PipelineTry& t : tries)
-    if (&t != &tries[chosen]) {
-      r.evaluations += t.result.evaluations;
-      r.failed += t.result.failed;
-      r.why_evaluations += t.result.why_evaluations;
-      r.cache_hits += t.result.cache_hits;
-      r.seconds += t.result.seconds;
-    }
+  if (!exact && flags.bound) {
+    autoshard::ExactOptions eo;
+    eo.relax = true;
+    eo.time_limit_seconds = flags.time_limit > 0 ? flags.time_limit : 1e9;
+    auto solved = planner->SolveExact(eo);
+    if (!solved.ok()) return ReportError(solved.status());
+    lp_bound = solved->ilp;
+  }
+  // The lower bound and the gap of the plan to it (ILP: CBC's best bound;
+  // lp and --bound: the relaxation's optimum). The bound holds for the ILP's
+  // cost model; the plan's cost is the evaluated one.
+  std::optional<double> bound, gap;
+  if (exact && !x.infeasible) bound = x.ilp.bound_seconds;
+  else if (lp_bound && lp_bound->status == autoshard::IlpStatus::kOptimal)
+    bound = lp_bound->bound_seconds;
+  if (bound && r.best_eval.ok && r.best_eval.time_seconds > 0)
+    gap = std::max(0.0, (r.best_eval.time_seconds - *bound) / r.best_eval.time_seconds);
 
   std::vector<std::pair<std::string, Evaluation>> compared;
   for (const auto& [path, spec] : compare_specs)
     compared.emplace_back(path, evaluator.EvaluateSpec(spec));
 
-  const ShardSpec best_spec = planner->SpecOf(r.best);
+  const ShardSpec best_spec = exact ? x.spec : planner->SpecOf(r.best);
   const std::string spec_text = autoshard::SpecToJson(
       best_spec, "found by meshsplit autoshard " + flags.file + " (mesh " + mesh->ToString() +
                      ", " + std::to_string(r.evaluations) + " candidates, estimated " +
@@ -323,7 +466,7 @@ int RunAutoshard(AutoshardFlags flags) {
                      (flags.machine.has_profile ? flags.machine.profile.Describe()
                                                 : std::string("defaults")) +
                      ")");
-  if (!flags.output.empty()) {
+  if (!flags.output.empty() && !x.infeasible) {
     std::ofstream out(flags.output);
     if (!out) return ReportError(Status::Error("-o: cannot write " + flags.output));
     out << spec_text;
@@ -352,6 +495,9 @@ int RunAutoshard(AutoshardFlags flags) {
                    {"converged", r.converged},
                    {"stop_reason", r.stop_reason},
                    {"seconds", r.seconds}};
+    j["solver"] = SolverJson(flags.solver, x, lp_bound);
+    j["bound"] = bound ? nlohmann::ordered_json(*bound) : nlohmann::ordered_json(nullptr);
+    j["gap"] = gap ? nlohmann::ordered_json(*gap) : nlohmann::ordered_json(nullptr);
     j["initial"] = EvalJson(r.initial_eval);
     j["best"] = EvalJson(r.best_eval);
     nlohmann::ordered_json plan = nlohmann::ordered_json::array();
@@ -398,21 +544,25 @@ int RunAutoshard(AutoshardFlags flags) {
     j["compare"] = std::move(cmp);
     j["spec"] = nlohmann::ordered_json::parse(spec_text);
     std::cout << j.dump(2) << "\n";
-    return 0;
+    return x.infeasible ? ReportInfeasible(flags, x) : 0;
   }
 
   std::ostream& os = std::cout;
   os << "autoshard " << flags.file << ": mesh " << mesh->ToString() << ", "
      << space.groups.size() << " decision groups (" << space.decided_tensors << " tensors)\n";
-  os << "search: " << r.evaluations << " candidates partitioned and costed (" << r.failed
-     << " failed)";
-  if (r.why_evaluations > 0) os << " + " << r.why_evaluations << " for the why";
-  os << ", " << r.cache_hits << " cache hits, " << r.descent_passes
-     << " descent passes from the best of " << r.seeds_tried + 1 << " starts, " << r.restarts_done
-     << " restarts, stopped: " << r.stop_reason;
-  char secs[32];
-  std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
-  os << ", " << secs << " s\n";
+  if (exact) {
+    PrintExact(os, flags.solver, x);
+  } else {
+    os << "search: " << r.evaluations << " candidates partitioned and costed (" << r.failed
+       << " failed)";
+    if (r.why_evaluations > 0) os << " + " << r.why_evaluations << " for the why";
+    os << ", " << r.cache_hits << " cache hits, " << r.descent_passes
+       << " descent passes from the best of " << r.seeds_tried + 1 << " starts, "
+       << r.restarts_done << " restarts, stopped: " << r.stop_reason;
+    char secs[32];
+    std::snprintf(secs, sizeof(secs), "%.2f", r.seconds);
+    os << ", " << secs << " s\n";
+  }
   os << "objective: estimated step time = max(flops / " << flags.machine.flops_per_second
      << ", bytes / " << flags.machine.memory_bytes_per_second << ") + sum over collectives of ";
   if (flags.machine.has_profile)
@@ -425,7 +575,29 @@ int RunAutoshard(AutoshardFlags flags) {
     os << ", peak memory <= " << Bytes(static_cast<double>(flags.machine.memory_limit_bytes));
   os << "\n\n";
   os << "initial: " << EvalLine(r.initial_eval) << "\n";
+  if (exact && r.initial_eval.ok && x.initial_estimate.time_seconds > 0) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "         ILP estimate %s: evaluated / estimate = %.3f\n",
+                  Micros(x.initial_estimate.time_seconds).c_str(),
+                  r.initial_eval.time_seconds / x.initial_estimate.time_seconds);
+    os << buf;
+  }
   os << "best:    " << EvalLine(r.best_eval) << "\n";
+  if (exact && r.best_eval.ok && x.ilp.objective_seconds > 0 && !x.infeasible) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "ILP estimate %s, evaluated %s: evaluated / estimate = %.3f\n",
+                  Micros(x.ilp.objective_seconds).c_str(), Micros(r.best_eval.time_seconds).c_str(),
+                  r.best_eval.time_seconds / x.ilp.objective_seconds);
+    os << buf;
+  }
+  if (bound) {
+    char buf[160];
+    std::snprintf(buf, sizeof(buf), "bound: %s (%s), gap of best to it %.2f%%\n",
+                  Micros(*bound).c_str(),
+                  flags.solver == "ilp" ? "CBC's best bound" : "LP relaxation",
+                  gap ? *gap * 100 : 0.0);
+    os << buf;
+  }
   for (const auto& [path, e] : compared) os << "compare " << path << ": " << EvalLine(e) << "\n";
   if (!flags.pipeline_axis.empty()) {
     os << "\npipeline over " << flags.pipeline_axis << " (gpipe), best plan per microbatch count:\n";
@@ -481,8 +653,8 @@ int RunAutoshard(AutoshardFlags flags) {
   if (const std::string headline = ReplicationHeadline(r, space, *mesh, flags.machine);
       !headline.empty())
     os << "\nreplication wins: " << headline << "\n";
-  if (!flags.output.empty()) os << "\nwrote " << flags.output << "\n";
-  return 0;
+  if (!flags.output.empty() && !x.infeasible) os << "\nwrote " << flags.output << "\n";
+  return x.infeasible ? ReportInfeasible(flags, x) : 0;
 }
 
 const bool registered = RegisterCommand(
@@ -544,6 +716,16 @@ const bool registered = RegisterCommand(
           "objective: rates from a machine profile written by 'meshsplit calibrate' "
           "(per collective kind and mesh axes) instead of the four rate flags");
       for (CLI::Option* rate : rates) profile->excludes(rate);
+      app->add_option("--solver", f->solver,
+                      "search (default: coordinate descent over candidates), ilp (exact: "
+                      "per-op strategies solved with CBC; --time-limit bounds it) or lp "
+                      "(its relaxation: a lower bound, the plan rounded)");
+      app->add_option("--ilp-constraints", f->ilp_constraints,
+                      "ilp/lp: what the written spec states of the solution: params (the "
+                      "parameters only), dots (also every dot's result, as match_op rules) "
+                      "or all (every op's result; default)");
+      app->add_flag("--bound", f->bound,
+                    "search: also solve the LP relaxation and report the gap to it");
       app->add_option("-o,--output", f->output, "write the best plan as a sharding spec JSON");
       app->add_flag("--json", f->json, "print one JSON document");
       app->add_flag("--quiet", f->quiet, "no progress lines on stderr");

@@ -228,10 +228,8 @@ std::vector<std::pair<int64_t, int64_t>> TopLevelAliases(const Module& module) {
   return out;
 }
 
-// The outputs that are updated copies of entry parameters: the header's
-// aliases, else, for an imported training step, the ONNX convention of
-// naming the updated `X` "new.X" (import/load.h EntryOutputNames), when the
-// two have the same shape.
+}  // namespace
+
 std::vector<std::pair<int64_t, int64_t>> UpdatedCopies(const Module& module) {
   std::vector<std::pair<int64_t, int64_t>> out = TopLevelAliases(module);
   if (!out.empty()) return out;
@@ -249,6 +247,8 @@ std::vector<std::pair<int64_t, int64_t>> UpdatedCopies(const Module& module) {
   }
   return out;
 }
+
+namespace {
 
 // An output that aliases a parameter shares its buffer, so it must have the
 // parameter's layout, and an output that is the updated copy of a parameter

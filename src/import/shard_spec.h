@@ -87,4 +87,11 @@ StatusOr<ShardSpec> ReadShardSpec(const std::string& path, const std::string& me
 StatusOr<Mesh> ApplyShardSpec(Module& module, const std::string& path,
                               const std::string& mesh_override = "");
 
+// The outputs that are updated copies of entry parameters, as (output tuple
+// index, parameter number): the header's input_output_alias, else, for an
+// imported training step, the ONNX convention of naming the updated `X`
+// "new.X" (import/load.h EntryOutputNames), when the two have the same shape.
+// outputs_follow_inputs gives these outputs their parameter's sharding.
+std::vector<std::pair<int64_t, int64_t>> UpdatedCopies(const Module& module);
+
 }  // namespace meshsplit

@@ -1,0 +1,595 @@
+// The strategy graph of the exact planner (strategy_graph.h): nodes,
+// strategies from the op rules, follower merging, free sources, layer
+// linking, and the one reshard estimate its edges use.
+#include "autoshard/strategy_graph.h"
+
+#include <algorithm>
+#include <cctype>
+#include <functional>
+#include <set>
+
+#include "cost/cost_model.h"
+#include "import/shard_spec.h"
+#include "ir/computation.h"
+#include "ir/instruction.h"
+#include "propagation/op_rules.h"
+
+namespace meshsplit::autoshard {
+namespace {
+
+using propagation::FactorKind;
+using propagation::OpShardingRule;
+using propagation::RuleKind;
+
+// A factor the planner may put mesh axes on: operand dims (-1: absent) and
+// the result dim (-1: reduced away, the result holds partial sums).
+struct PlanFactor {
+  bool reduction = false;
+  std::vector<int64_t> operand_dims;
+  int64_t result_dim = -1;
+};
+
+std::string DigitFree(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
+      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+      out += '*';
+    } else {
+      out += name[i++];
+    }
+  }
+  return out;
+}
+
+int64_t Rank(const Instruction* i) { return i->shape().IsArray() ? i->shape().rank() : -1; }
+
+// The cost model's view ops move no bytes (cost_model.cc IsView).
+bool MovesNoBytes(Opcode op) {
+  return op == Opcode::kTuple || op == Opcode::kGetTupleElement || op == Opcode::kBitcast ||
+         op == Opcode::kWhile || op == Opcode::kParameter || op == Opcode::kConstant;
+}
+
+// Opcodes whose factor rule the planner does not use: their partitioning
+// needs halos, index handling or a replicated dim that one factor
+// assignment does not describe.
+bool PlannerSkips(Opcode op) {
+  switch (op) {
+    case Opcode::kSort:
+    case Opcode::kReduceWindow:
+    case Opcode::kSelectAndScatter:
+    case Opcode::kReverse:
+    case Opcode::kBitcast:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// The factors of `instr` the planner assigns axes to; false when the op is
+// opaque.
+bool PlanFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
+  if (!instr.shape().IsArray() || PlannerSkips(instr.opcode())) return false;
+  const OpShardingRule rule = propagation::GetOpShardingRule(instr);
+  const Shape& rs = instr.shape();
+  switch (rule.kind) {
+    case RuleKind::kElementwise:
+    case RuleKind::kFactors:
+    case RuleKind::kDot:
+    case RuleKind::kConvolution:
+    case RuleKind::kSameAsOperand0:
+      for (const auto& f : rule.factors) {
+        if (f.kind != FactorKind::kPassThrough && f.kind != FactorKind::kReduction) continue;
+        PlanFactor p;
+        p.reduction = f.kind == FactorKind::kReduction;
+        p.result_dim = p.reduction ? -1 : f.result_dim;
+        p.operand_dims = f.operand_dims;
+        p.operand_dims.resize(instr.operand_count(), -1);
+        // A pass-through dim must have one size everywhere (slice, pad and
+        // concatenate change it: those dims stay replicated here).
+        bool same = true;
+        int64_t size = p.result_dim >= 0 ? rs.dimensions(p.result_dim) : -1;
+        for (int k = 0; k < instr.operand_count(); ++k) {
+          const int64_t d = p.operand_dims[k];
+          if (d < 0) continue;
+          const int64_t od = instr.operand(k)->shape().dimensions(d);
+          if (size < 0) size = od;
+          if (od != size) same = false;
+        }
+        if (same) out->push_back(std::move(p));
+      }
+      return true;
+    case RuleKind::kReshape:
+      // The major dims of each compound group move together.
+      for (const auto& c : rule.compound) {
+        if (c.operand_dims.empty() || c.result_dims.empty()) continue;
+        PlanFactor p;
+        p.operand_dims.assign(instr.operand_count(), -1);
+        p.operand_dims[0] = c.operand_dims.front();
+        p.result_dim = c.result_dims.front();
+        out->push_back(std::move(p));
+      }
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t AxisProduct(const std::vector<int64_t>& axes, const Mesh& mesh) {
+  int64_t n = 1;
+  for (int64_t a : axes) n *= mesh.axes()[a].size;
+  return n;
+}
+
+// "data,model": the axes as the cost model names a collective's group
+// (cost_model.h MeshAxesOfGroup), which a machine profile is keyed by.
+std::string AxesName(std::vector<int64_t> axes, const Mesh& mesh) {
+  std::sort(axes.begin(), axes.end());
+  std::string out;
+  for (int64_t a : axes) out += (out.empty() ? "" : ",") + mesh.axes()[a].name;
+  return out;
+}
+
+DimsMapping Unsplit(const Instruction* i) {
+  return DimsMapping(std::max<int64_t>(0, Rank(i)));
+}
+
+std::vector<std::vector<std::string>> AxisNames(const DimsMapping& option, const Mesh& mesh) {
+  std::vector<std::vector<std::string>> names;
+  for (const auto& axes : option) {
+    names.emplace_back();
+    for (int64_t a : axes) names.back().push_back(mesh.axes()[a].name);
+  }
+  return names;
+}
+
+// The mapping `sharding` is for a value of `shape`, or unsplit when it is no
+// mesh_split of the mesh (replicated, maximal, manual, ...).
+DimsMapping MappingOf(const Shape& shape, const Sharding& sharding, const Mesh& mesh) {
+  if (!shape.IsArray()) return {};
+  for (const DimsMapping& o : EnumerateOptions(shape.dimensions(), mesh, 2)) {
+    auto s = MeshSplit(mesh, AxisNames(o, mesh), shape.rank());
+    if (s.ok() && *s == sharding) return o;
+  }
+  return DimsMapping(shape.rank());
+}
+
+DimsMapping ExistingMapping(const Instruction& instr, const Mesh& mesh) {
+  if (!instr.has_sharding() || !instr.shape().IsArray()) return Unsplit(&instr);
+  return MappingOf(instr.shape(), *instr.sharding(), mesh);
+}
+
+class Builder {
+ public:
+  Builder(const Module& module, const DecisionSpace& space, const MachineModel& machine,
+          const StrategyGraphOptions& options)
+      : module_(module), space_(space), machine_(machine), options_(options) {
+    graph_.mesh = &space_.mesh;
+  }
+
+  StatusOr<StrategyGraph> Build() {
+    const Computation* entry = module_.entry();
+    if (entry == nullptr) return Status::Error("module has no entry computation");
+    std::map<std::string, int> group_of_name;
+    for (size_t g = 0; g < space_.groups.size(); ++g)
+      for (const auto& m : space_.groups[g].members) group_of_name[m] = static_cast<int>(g);
+    const std::vector<Instruction*> order = entry->MakePostOrder();
+    graph_.instructions = static_cast<int64_t>(order.size());
+    for (const Instruction* instr : order) {
+      const Opcode op = instr->opcode();
+      if (op == Opcode::kTuple && instr == entry->root()) continue;
+      if (op == Opcode::kParameter || op == Opcode::kConstant) {
+        auto it = group_of_name.find(instr->name());
+        if (it != group_of_name.end()) {
+          AddDecided(instr, it->second);
+          continue;
+        }
+        if (Rank(instr) == 0 ||
+            (op == Opcode::kConstant && instr->shape().ByteSize() < options_.free_constant_bytes)) {
+          free_.insert(instr);
+          continue;
+        }
+        AddSingle(instr, ExistingMapping(*instr, space_.mesh), /*opaque=*/false);
+        continue;
+      }
+      if (IsFree(*instr)) {
+        free_.insert(instr);
+        // Its own traffic and that of the free values it reads, once.
+        double bytes = 0;
+        if (!MovesNoBytes(op)) {
+          bytes += static_cast<double>(instr->shape().ByteSize());
+          for (const Instruction* o : instr->operands()) {
+            bytes += static_cast<double>(o->shape().ByteSize());
+            if (auto f = free_bytes_.find(o); f != free_bytes_.end() && charged_.insert(o).second)
+              bytes += f->second;
+          }
+        }
+        free_bytes_[instr] = bytes;
+        ++graph_.free_sources;
+        continue;
+      }
+      charge_.assign(instr->operand_count(), false);
+      for (int k = 0; k < instr->operand_count(); ++k)
+        if (free_bytes_.count(instr->operand(k)) && charged_.insert(instr->operand(k)).second)
+          charge_[k] = true;
+      if (TryFollower(instr)) continue;
+      std::vector<PlanFactor> factors;
+      if (!PlanFactors(*instr, &factors)) {
+        AddSingle(instr, Unsplit(instr), /*opaque=*/true);
+        continue;
+      }
+      AddFactorNode(instr, factors);
+    }
+    // Edges: every array operand with a node.
+    for (size_t n = 0; n < graph_.nodes.size(); ++n) {
+      const GraphNode& node = graph_.nodes[n];
+      if (node.follower) continue;  // reads its producer as it is
+      for (int k = 0; k < node.instr->operand_count(); ++k) {
+        const Instruction* o = node.instr->operand(k);
+        if (Rank(o) <= 0) continue;
+        auto it = graph_.node_of.find(o);
+        if (it == graph_.node_of.end()) continue;
+        graph_.edges.push_back({it->second, static_cast<int>(n), k});
+      }
+    }
+    AddOutputSinks(*entry);
+    for (const auto& c : graph_.classes) graph_.strategies += c.num_strategies;
+    return std::move(graph_);
+  }
+
+ private:
+  DimsMapping MappingOf(const Shape& shape, const Sharding& s) const {
+    return autoshard::MappingOf(shape, s, space_.mesh);
+  }
+
+  // Built in whatever sharding the consumer reads: no operands but scalars
+  // (broadcast of a scalar, iota) or only free operands (elementwise).
+  bool IsFree(const Instruction& instr) const {
+    const Opcode op = instr.opcode();
+    if (!instr.shape().IsArray()) return false;
+    if (op == Opcode::kIota) return true;
+    if (op != Opcode::kBroadcast && op != Opcode::kConvert && op != Opcode::kCopy &&
+        propagation::GetOpShardingRule(instr).kind != RuleKind::kElementwise)
+      return false;
+    for (const Instruction* o : instr.operands())
+      if (Rank(o) != 0 && !free_.count(o)) return false;
+    return true;
+  }
+
+  // An elementwise op (convert and copy included) with one operand that is
+  // not free joins that operand's class.
+  bool TryFollower(const Instruction* instr) {
+    if (!instr->shape().IsArray()) return false;
+    if (propagation::GetOpShardingRule(*instr).kind != RuleKind::kElementwise) return false;
+    int real = -1;
+    for (int k = 0; k < instr->operand_count(); ++k) {
+      const Instruction* o = instr->operand(k);
+      if (Rank(o) == 0 || free_.count(o)) continue;
+      if (real >= 0 && instr->operand(real) != o) return false;
+      if (real < 0) real = k;
+    }
+    if (real < 0) return false;
+    const Instruction* p = instr->operand(real);
+    if (p->shape().dimensions() != instr->shape().dimensions()) return false;
+    auto it = graph_.node_of.find(p);
+    if (it == graph_.node_of.end()) return false;
+    const GraphNode& producer = graph_.nodes[it->second];
+    GraphNode node;
+    node.instr = instr;
+    node.cls = producer.cls;
+    node.follower = true;
+    for (const NodeStrategy& ps : producer.strategies) {
+      NodeStrategy s;
+      s.label = "follows " + p->name();
+      s.result = ps.result;
+      s.operands.assign(instr->operand_count(), DimsMapping());
+      for (int k = 0; k < instr->operand_count(); ++k)
+        if (Rank(instr->operand(k)) > 0) s.operands[k] = ps.result;
+      Cost(*instr, &s, 1);
+      node.strategies.push_back(std::move(s));
+    }
+    ++graph_.followers;
+    Add(std::move(node), /*link=*/false);
+    return true;
+  }
+
+  // The entry outputs are read once more, by the caller: an updated copy of
+  // a parameter (UpdatedCopies, which outputs_follow_inputs shards like the
+  // parameter) in that parameter's sharding, an annotated element in its
+  // annotation, any other in replicated (the entry result's default). A
+  // sink node per output holds that read; its edge costs the reshard.
+  void AddOutputSinks(const Computation& entry) {
+    const Instruction* root = entry.root();
+    const bool tuple = root->opcode() == Opcode::kTuple;
+    std::vector<const Instruction*> outs;
+    if (tuple) outs.assign(root->operands().begin(), root->operands().end());
+    else outs.push_back(root);
+    std::map<int64_t, int64_t> follows;
+    for (auto [output, param] : UpdatedCopies(module_)) follows[output] = param;
+    for (size_t k = 0; k < outs.size(); ++k) {
+      const Instruction* o = outs[k];
+      auto it = graph_.node_of.find(o);
+      if (it == graph_.node_of.end() || Rank(o) <= 0) continue;
+      graph_.outputs.push_back(it->second);
+      GraphNode sink;
+      sink.instr = root;
+      sink.sink = true;
+      const int operand = tuple ? static_cast<int>(k) : 0;
+      auto read = [&](DimsMapping m) {
+        NodeStrategy s;
+        s.label = "output " + std::to_string(k);
+        s.operands.assign(tuple ? outs.size() : 1, DimsMapping());
+        s.operands[operand] = std::move(m);
+        return s;
+      };
+      const Instruction* param = nullptr;
+      if (auto f = follows.find(static_cast<int64_t>(k)); f != follows.end())
+        for (const Instruction* p : entry.parameters())
+          if (p->attrs().parameter_number == f->second) param = p;
+      auto pn = param ? graph_.node_of.find(param) : graph_.node_of.end();
+      if (pn != graph_.node_of.end()) {
+        const GraphNode& q = graph_.nodes[pn->second];
+        sink.cls = q.cls;
+        for (const NodeStrategy& qs : q.strategies) sink.strategies.push_back(read(qs.result));
+      } else {
+        DimsMapping m = Unsplit(o);
+        if (root->has_sharding()) {
+          const Sharding& rs = *root->sharding();
+          if (!tuple) m = MappingOf(o->shape(), rs);
+          else if (rs.IsTuple() && k < rs.tuple_elements().size())
+            m = MappingOf(o->shape(), rs.tuple_elements()[k]);
+        }
+        sink.strategies.push_back(read(std::move(m)));
+      }
+      const int id = static_cast<int>(graph_.nodes.size());
+      const int from = it->second;
+      Add(std::move(sink), /*link=*/false);
+      graph_.edges.push_back({from, id, operand});
+    }
+  }
+
+  void AddDecided(const Instruction* instr, int group) {
+    const DecisionGroup& g = space_.groups[group];
+    GraphNode node;
+    node.instr = instr;
+    node.decision_group = group;
+    for (const DimsMapping& o : g.options) {
+      NodeStrategy s;
+      s.label = OptionToString(o, space_.mesh);
+      s.result = o;
+      s.result_bytes = LocalBytes(instr->shape(), o, space_.mesh);
+      node.strategies.push_back(std::move(s));
+    }
+    auto [it, inserted] = group_class_.emplace(group, static_cast<int>(graph_.classes.size()));
+    if (inserted) {
+      StrategyClass c;
+      c.label = g.label;
+      c.num_strategies = static_cast<int>(g.options.size());
+      c.decision_group = group;
+      graph_.classes.push_back(c);
+    }
+    node.cls = it->second;
+    Add(std::move(node), /*link=*/false);
+  }
+
+  void AddSingle(const Instruction* instr, DimsMapping result, bool opaque) {
+    GraphNode node;
+    node.instr = instr;
+    node.opaque = opaque;
+    NodeStrategy s;
+    s.label = opaque ? "opaque" : OptionToString(result, space_.mesh);
+    s.result = std::move(result);
+    s.operands.reserve(instr->operand_count());
+    for (const Instruction* o : instr->operands()) s.operands.push_back(Unsplit(o));
+    Cost(*instr, &s, 1);
+    node.strategies.push_back(std::move(s));
+    if (opaque) ++graph_.opaque;
+    Add(std::move(node), /*link=*/opaque);
+  }
+
+  void AddFactorNode(const Instruction* instr, const std::vector<PlanFactor>& factors) {
+    const Mesh& mesh = space_.mesh;
+    std::vector<int64_t> axes;
+    for (int64_t a = 0; a < mesh.num_axes(); ++a)
+      if (mesh.axes()[a].size > 1) axes.push_back(a);
+    GraphNode node;
+    node.instr = instr;
+    // assign[i]: factor of axes[i], or -1.
+    std::vector<int> assign(axes.size(), -1);
+    std::function<void(size_t)> rec = [&](size_t i) {
+      if (i == axes.size()) {
+        node.strategies.push_back(MakeStrategy(*instr, factors, axes, assign));
+        return;
+      }
+      assign[i] = -1;
+      rec(i + 1);
+      for (size_t f = 0; f < factors.size(); ++f) {
+        assign[i] = static_cast<int>(f);
+        if (Divides(*instr, factors, axes, assign, f)) rec(i + 1);
+      }
+      assign[i] = -1;
+    };
+    rec(0);
+    Add(std::move(node), /*link=*/true);
+  }
+
+  // Whether the axes assigned to factor `f` so far divide every dim it maps.
+  bool Divides(const Instruction& instr, const std::vector<PlanFactor>& factors,
+               const std::vector<int64_t>& axes, const std::vector<int>& assign, size_t f) const {
+    int64_t n = 1;
+    for (size_t i = 0; i < axes.size(); ++i)
+      if (assign[i] == static_cast<int>(f)) n *= space_.mesh.axes()[axes[i]].size;
+    const PlanFactor& p = factors[f];
+    if (p.result_dim >= 0 && instr.shape().dimensions(p.result_dim) % n != 0) return false;
+    for (int k = 0; k < instr.operand_count(); ++k)
+      if (p.operand_dims[k] >= 0 &&
+          instr.operand(k)->shape().dimensions(p.operand_dims[k]) % n != 0)
+        return false;
+    return true;
+  }
+
+  NodeStrategy MakeStrategy(const Instruction& instr, const std::vector<PlanFactor>& factors,
+                            const std::vector<int64_t>& axes,
+                            const std::vector<int>& assign) const {
+    const Mesh& mesh = space_.mesh;
+    NodeStrategy s;
+    s.result = Unsplit(&instr);
+    s.operands.reserve(instr.operand_count());
+    for (const Instruction* o : instr.operands()) s.operands.push_back(Unsplit(o));
+    std::vector<int64_t> partial;
+    int64_t tiles = 1;
+    for (size_t i = 0; i < axes.size(); ++i) {
+      if (assign[i] < 0) continue;
+      const PlanFactor& f = factors[assign[i]];
+      const int64_t a = axes[i];
+      tiles *= mesh.axes()[a].size;
+      s.label += (s.label.empty() ? "f" : " f") + std::to_string(assign[i]) + "=" +
+                 mesh.axes()[a].name;
+      if (f.result_dim >= 0) s.result[f.result_dim].push_back(a);
+      if (f.reduction) partial.push_back(a);
+      for (int k = 0; k < instr.operand_count(); ++k)
+        if (f.operand_dims[k] >= 0) s.operands[k][f.operand_dims[k]].push_back(a);
+    }
+    if (s.label.empty()) s.label = "replicated";
+    Cost(instr, &s, tiles);
+    if (!partial.empty()) {
+      const double n = static_cast<double>(AxisProduct(partial, mesh));
+      s.comm_seconds += machine_.CollectiveSeconds(
+          "all-reduce", AxesName(partial, mesh),
+          2 * (n - 1) / n * static_cast<double>(s.result_bytes));
+    }
+    return s;
+  }
+
+  // Compute and memory time of `instr` under strategy `s` (its result and
+  // operand mappings set), the work split over `tiles` devices.
+  void Cost(const Instruction& instr, NodeStrategy* s, int64_t tiles) const {
+    const Mesh& mesh = space_.mesh;
+    s->result_bytes = instr.shape().IsArray() ? LocalBytes(instr.shape(), s->result, mesh)
+                                              : instr.shape().ByteSize();
+    s->compute_seconds =
+        InstructionFlops(instr) / static_cast<double>(tiles) / machine_.flops_per_second;
+    if (MovesNoBytes(instr.opcode())) return;
+    double bytes = static_cast<double>(s->result_bytes);
+    for (int k = 0; k < instr.operand_count(); ++k) {
+      const Instruction* o = instr.operand(k);
+      const bool mapped = o->shape().IsArray() && static_cast<int64_t>(s->operands[k].size()) ==
+                                                      o->shape().rank();
+      const double b = mapped ? static_cast<double>(LocalBytes(o->shape(), s->operands[k], mesh))
+                              : static_cast<double>(o->shape().ByteSize());
+      bytes += b;
+      // A free source is built where it is read, in the sharding read: the
+      // first reader pays its traffic, split like its read.
+      if (k < static_cast<int>(charge_.size()) && charge_[k]) {
+        const double full = static_cast<double>(o->shape().ByteSize());
+        bytes += full > 0 ? free_bytes_.at(o) * b / full : 0;
+      }
+    }
+    s->memory_seconds = bytes / machine_.memory_bytes_per_second;
+  }
+
+  // Adds `node`, in a linked class when `link` and a structurally equal
+  // instruction came before, else in a class of its own.
+  void Add(GraphNode node, bool link) {
+    const int id = static_cast<int>(graph_.nodes.size());
+    if (node.cls < 0) {
+      std::string key;
+      if (link && options_.link_layers) {
+        const Instruction& i = *node.instr;
+        key = DigitFree(i.name()) + "|" + std::string(OpcodeName(i.opcode())) + "|" +
+              i.shape().ToString(false) + "|" + std::to_string(node.strategies.size()) + "|" +
+              propagation::RuleToString(propagation::GetOpShardingRule(i));
+        for (const Instruction* o : i.operands())
+          key += "|" + DigitFree(o->name()) + ":" + o->shape().ToString(false);
+      }
+      auto it = key.empty() ? linked_.end() : linked_.find(key);
+      if (it != linked_.end()) {
+        node.cls = it->second;
+      } else {
+        node.cls = static_cast<int>(graph_.classes.size());
+        StrategyClass c;
+        c.label = link && options_.link_layers ? DigitFree(node.instr->name())
+                                               : node.instr->name();
+        c.num_strategies = static_cast<int>(node.strategies.size());
+        graph_.classes.push_back(c);
+        if (!key.empty()) linked_.emplace(key, node.cls);
+      }
+    }
+    graph_.classes[node.cls].nodes.push_back(id);
+    graph_.node_of[node.instr] = id;
+    graph_.nodes.push_back(std::move(node));
+  }
+
+  const Module& module_;
+  const DecisionSpace& space_;
+  const MachineModel& machine_;
+  const StrategyGraphOptions& options_;
+  StrategyGraph graph_;
+  std::set<const Instruction*> free_;
+  // Traffic of each free source (with the free values only it reads), which
+  // free sources have been paid for, and which operands the node being built
+  // pays for.
+  std::map<const Instruction*, double> free_bytes_;
+  std::set<const Instruction*> charged_;
+  std::vector<bool> charge_;
+  std::map<int, int> group_class_;
+  std::map<std::string, int> linked_;
+};
+
+}  // namespace
+
+int64_t LocalBytes(const Shape& shape, const DimsMapping& mapping, const Mesh& mesh) {
+  if (!shape.IsArray()) return shape.ByteSize();
+  int64_t elems = 1;
+  for (int64_t d = 0; d < shape.rank(); ++d) {
+    const int64_t n = d < static_cast<int64_t>(mapping.size()) ? AxisProduct(mapping[d], mesh) : 1;
+    elems *= (shape.dimensions(d) + n - 1) / n;
+  }
+  return elems * ByteWidth(shape.element_type());
+}
+
+double EstimateReshardSeconds(const Shape& shape, const DimsMapping& from,
+                              const DimsMapping& to, const Mesh& mesh,
+                              const MachineModel& machine) {
+  if (!shape.IsArray() || shape.rank() == 0) return 0;
+  auto dim_of = [](const DimsMapping& m, int64_t axis) -> int64_t {
+    for (size_t d = 0; d < m.size(); ++d)
+      if (std::find(m[d].begin(), m[d].end(), axis) != m[d].end()) return static_cast<int64_t>(d);
+    return -1;
+  };
+  std::vector<int64_t> gathered, moved;
+  DimsMapping kept = from;
+  kept.resize(shape.rank());
+  for (int64_t a = 0; a < mesh.num_axes(); ++a) {
+    const int64_t f = dim_of(from, a), t = dim_of(to, a);
+    if (f < 0) continue;  // absent, or a local slice
+    if (t < 0) {
+      gathered.push_back(a);
+      auto& axes = kept[f];
+      axes.erase(std::find(axes.begin(), axes.end(), a));
+    } else if (t != f) {
+      moved.push_back(a);
+    }
+  }
+  double seconds = 0;
+  const double local = static_cast<double>(LocalBytes(shape, from, mesh));
+  if (!moved.empty()) {
+    const double n = static_cast<double>(AxisProduct(moved, mesh));
+    seconds += machine.CollectiveSeconds("all-to-all", AxesName(moved, mesh), (n - 1) / n * local);
+  }
+  if (!gathered.empty()) {
+    const double n = static_cast<double>(AxisProduct(gathered, mesh));
+    const double result = static_cast<double>(LocalBytes(shape, kept, mesh));
+    seconds +=
+        machine.CollectiveSeconds("all-gather", AxesName(gathered, mesh), (n - 1) / n * result);
+  }
+  return seconds;
+}
+
+StatusOr<StrategyGraph> BuildStrategyGraph(const Module& module, const DecisionSpace& space,
+                                           const MachineModel& machine,
+                                           const StrategyGraphOptions& options) {
+  return Builder(module, space, machine, options).Build();
+}
+
+}  // namespace meshsplit::autoshard

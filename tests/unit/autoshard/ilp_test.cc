@@ -1,0 +1,308 @@
+// Unit tests of the exact planner (--solver ilp|lp): the reshard estimate,
+// the strategy graph's shrinking, the ILP's optimum on small programs whose
+// optimum is computed by hand (or by enumerating every choice), the memory
+// cap as a constraint, an infeasible cap, and the LP relaxation as a bound.
+// Inputs are shared with tests/golden/autoshard/Inputs.
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "autoshard/decision_space.h"
+#include "autoshard/ilp.h"
+#include "autoshard/objective.h"
+#include "autoshard/plan.h"
+#include "autoshard/strategy_graph.h"
+#include "text/parser.h"
+
+namespace meshsplit::autoshard {
+namespace {
+
+const std::string kInputs = std::string(MESHSPLIT_SOURCE_DIR) + "/tests/golden/autoshard/Inputs/";
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::unique_ptr<Module> Load(const std::string& file) {
+  auto m = ParseModuleFile(kInputs + file);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+std::unique_ptr<Module> Parse(const std::string& text) {
+  auto m = ParseModuleText(text);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : nullptr;
+}
+
+Mesh MakeMesh(const std::string& text) {
+  auto m = Mesh::Parse(text);
+  EXPECT_TRUE(m.ok());
+  return *m;
+}
+
+std::unique_ptr<Planner> MakePlanner(Module& module, const std::string& mesh,
+                                     MachineModel machine = {}) {
+  PlanOptions o;
+  o.machine = machine;
+  auto p = Planner::Create(module, MakeMesh(mesh), o);
+  EXPECT_TRUE(p.ok()) << p.status().ToString();
+  return p.ok() ? std::move(*p) : nullptr;
+}
+
+std::string Chosen(const DecisionSpace& space, const Choice& c, const std::string& name) {
+  for (size_t g = 0; g < space.groups.size(); ++g)
+    for (const auto& m : space.groups[g].members)
+      if (m == name) return OptionToString(space.groups[g].options[c[g]], space.mesh);
+  return "<not decided>";
+}
+
+int64_t Count(const Evaluation& e, const std::string& kind) {
+  auto it = e.collectives_by_kind.find(kind);
+  return it == e.collectives_by_kind.end() ? 0 : it->second;
+}
+
+// The cheapest choice by enumerating all of them (small graphs only).
+double BruteForceMinimum(const StrategyGraph& g, const MachineModel& m) {
+  std::vector<int> choice(g.classes.size(), 0);
+  double best = 1e30;
+  auto cost = ChoiceCoster(g, m);
+  std::function<void(size_t)> rec = [&](size_t k) {
+    if (k == choice.size()) {
+      best = std::min(best, cost(choice).time_seconds);
+      return;
+    }
+    for (int s = 0; s < g.classes[k].num_strategies; ++s) {
+      choice[k] = s;
+      rec(k + 1);
+    }
+  };
+  rec(0);
+  return best;
+}
+
+TEST(AutoshardIlpReshard, EstimatesGatherAllToAllAndFreeSlices) {
+  Mesh mesh = MakeMesh("model=4");
+  MachineModel m;
+  const Shape shape(PrimitiveType::F32, {1024, 1024});  // 4 MiB
+  // Unsplit -> split: a local slice.
+  EXPECT_EQ(EstimateReshardSeconds(shape, {{}, {}}, {{0}, {}}, mesh, m), 0);
+  EXPECT_EQ(EstimateReshardSeconds(shape, {{0}, {}}, {{0}, {}}, mesh, m), 0);
+  // Split -> unsplit: an all-gather of the whole 4 MiB, 3/4 of it on the wire.
+  EXPECT_DOUBLE_EQ(EstimateReshardSeconds(shape, {{0}, {}}, {{}, {}}, mesh, m),
+                   0.75 * 4 * kMiB / 50e9 + 5e-6);
+  // Dim 0 -> dim 1: an all-to-all of the 1 MiB tile, 3/4 of it on the wire.
+  EXPECT_DOUBLE_EQ(EstimateReshardSeconds(shape, {{0}, {}}, {{}, {0}}, mesh, m),
+                   0.75 * 1 * kMiB / 50e9 + 5e-6);
+}
+
+TEST(AutoshardIlpGraph, MergesFollowersAndFreeSources) {
+  auto module = Load("mlp_megatron.hlo");
+  auto planner = MakePlanner(*module, "model=4");
+  auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  // x, w1, w2, two dots, the maximum (a follower of the first dot) and the
+  // output sink; zero and its broadcast are free sources.
+  EXPECT_EQ(g->instructions, 8);
+  EXPECT_EQ(g->followers, 1);
+  EXPECT_EQ(g->free_sources, 1);
+  EXPECT_EQ(g->opaque, 0);
+  EXPECT_EQ(g->nodes.size(), 7u);
+  const GraphNode& relu =
+      g->nodes[g->node_of.at(planner->module().entry()->root()->operand(0))];
+  EXPECT_TRUE(relu.follower);
+  EXPECT_EQ(relu.cls, g->nodes[g->node_of.at(relu.instr->operand(0))].cls);
+}
+
+// One matmul feeding a scalar loss on data=4: splitting the batch is
+// optimal. By hand (default machine: 1e14 flop/s, 1e12 B/s, 50e9 B/s links,
+// 5 us per collective): with x [data, _], w replicated, the dot reads 4 MiB
+// of x and 1 MiB of w and writes 1 MiB, the reduce reads that 1 MiB and
+// writes 4 bytes (and reads the 4-byte init): 7 MiB + 8 B of traffic, more
+// time than the 2*1024*256*1024 flops; the partial loss is all-reduced
+// (2 * 3/4 * 4 bytes + latency).
+TEST(AutoshardIlp, SingleMatmulSplitsTheBatch) {
+  auto module = Parse(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4096,1024] parameter(0)
+  w = f32[1024,256] parameter(1)
+  d = f32[4096,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  zero = f32[] constant(0)
+  ROOT loss = f32[] reduce(d, zero), dimensions={0,1}, to_apply=add
+})");
+  auto planner = MakePlanner(*module, "data=4");
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ilp.status, IlpStatus::kOptimal);
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "x"), "[data, _]");
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "w"), "[_, _]");
+  const double memory = (7 * kMiB + 8) / 1e12;
+  const double allreduce = 2 * 0.75 * 4 / 50e9 + 5e-6;
+  EXPECT_NEAR(r->ilp.objective_seconds, memory + allreduce, 1e-12);
+  EXPECT_NEAR(r->ilp.bound_seconds, r->ilp.objective_seconds, 1e-9);
+  // The plan, partitioned and costed: one all-reduce, the batch split.
+  ASSERT_TRUE(r->eval.ok) << r->eval.error;
+  EXPECT_EQ(r->eval.num_collectives, 1);
+  EXPECT_EQ(Count(r->eval, "all-reduce"), 1);
+  EXPECT_NEAR(r->eval.time_seconds / r->ilp.objective_seconds, 1.0, 0.01);
+}
+
+// The 2-layer MLP with large weights on model=4: Megatron (w1 on its output
+// features, w2 on its input features, x replicated, one all-reduce) is the
+// ILP's optimum, and it is the minimum over every choice of the graph.
+TEST(AutoshardIlp, MegatronIsTheOptimumOfTheMlp) {
+  auto module = Load("mlp_megatron.hlo");
+  auto planner = MakePlanner(*module, "model=4");
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ilp.status, IlpStatus::kOptimal);
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "w1"), "[_, model]");
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "w2"), "[model, _]");
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "x"), "[_, _]");
+  auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
+  ASSERT_TRUE(g.ok());
+  EXPECT_NEAR(r->ilp.objective_seconds, BruteForceMinimum(*g, MachineModel{}), 1e-12);
+  ASSERT_TRUE(r->eval.ok) << r->eval.error;
+  EXPECT_EQ(r->eval.num_collectives, 1);
+  EXPECT_EQ(Count(r->eval, "all-reduce"), 1);
+}
+
+// Also on 2 x 2 and with the example MLP: the ILP's optimum equals the
+// minimum over every choice, and the LP relaxation is a lower bound.
+TEST(AutoshardIlp, OptimumEqualsEnumerationAndLpBoundsIt) {
+  for (const char* file : {"mlp_megatron.hlo", "mlp_batch.hlo"}) {
+    for (const char* mesh : {"model=2", "data=2,model=2"}) {
+      SCOPED_TRACE(std::string(file) + " on " + mesh);
+      auto module = Load(file);
+      auto planner = MakePlanner(*module, mesh);
+      auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
+      ASSERT_TRUE(g.ok());
+      IlpResult ilp = SolveStrategyGraph(*g, MachineModel{}, {});
+      ASSERT_EQ(ilp.status, IlpStatus::kOptimal);
+      EXPECT_NEAR(ilp.objective_seconds, BruteForceMinimum(*g, MachineModel{}), 1e-12);
+      IlpOptions relax;
+      relax.relax = true;
+      IlpResult lp = SolveStrategyGraph(*g, MachineModel{}, relax);
+      ASSERT_EQ(lp.status, IlpStatus::kOptimal);
+      EXPECT_LE(lp.bound_seconds, ilp.objective_seconds * (1 + 1e-9));
+    }
+  }
+}
+
+// With compute and memory traffic free, replication is cheapest (no
+// collectives); a cap below the replicated weights (2 x 16 MiB) forces the
+// ILP to shard them, and the evaluated plan fits.
+TEST(AutoshardIlp, MemoryCapForcesShardedWeights) {
+  MachineModel machine;
+  machine.memory_bytes_per_second = 1e30;
+  machine.flops_per_second = 1e30;
+  {
+    auto module = Load("mlp_megatron.hlo");
+    auto planner = MakePlanner(*module, "model=4", machine);
+    auto free_r = planner->SolveExact({});
+    ASSERT_TRUE(free_r.ok());
+    EXPECT_EQ(Chosen(planner->space(), free_r->choice, "w1"), "[_, _]");
+    EXPECT_EQ(Chosen(planner->space(), free_r->choice, "w2"), "[_, _]");
+    EXPECT_GE(free_r->ilp.cost.memory_bytes, 32 * kMiB);
+  }
+  machine.memory_limit_bytes = 20 << 20;
+  auto module = Load("mlp_megatron.hlo");
+  auto planner = MakePlanner(*module, "model=4", machine);
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->infeasible);
+  EXPECT_LE(r->ilp.cost.memory_bytes, 20 * kMiB);
+  EXPECT_TRUE(Chosen(planner->space(), r->choice, "w1") != "[_, _]" ||
+              Chosen(planner->space(), r->choice, "w2") != "[_, _]");
+  ASSERT_TRUE(r->eval.ok) << r->eval.error;
+  EXPECT_TRUE(r->eval.feasible) << r->eval.peak_memory_bytes;
+}
+
+// A cap below anything model=4 can reach: infeasible, with the plan of least
+// estimated memory (both weights split four ways: at least 8 MiB).
+TEST(AutoshardIlp, InfeasibleCapReportsTheSmallestPlan) {
+  MachineModel machine;
+  machine.memory_limit_bytes = 1 << 20;
+  auto module = Load("mlp_megatron.hlo");
+  auto planner = MakePlanner(*module, "model=4", machine);
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->infeasible);
+  EXPECT_GT(r->ilp.cost.memory_bytes, 1 * kMiB);
+  EXPECT_GE(r->ilp.cost.memory_bytes, 8 * kMiB);
+  EXPECT_LT(r->ilp.cost.memory_bytes, 10 * kMiB);
+  EXPECT_NE(Chosen(planner->space(), r->choice, "w1"), "[_, _]");
+  EXPECT_NE(Chosen(planner->space(), r->choice, "w2"), "[_, _]");
+}
+
+// Repeated layers share one strategy variable: the weights of three
+// same-shaped layers are one decision group; the ops of layers 1 and 2 (the
+// same names once digits are dropped, the same operand names and shapes)
+// link, layer 0 (it reads x) does not.
+TEST(AutoshardIlpGraph, LinksRepeatedLayers) {
+  auto module = Parse(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[64,256] parameter(0)
+  l0.w = f32[256,256] parameter(1)
+  l1.w = f32[256,256] parameter(2)
+  l2.w = f32[256,256] parameter(3)
+  l0.h = f32[64,256] dot(x, l0.w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  l0.a = f32[64,256] tanh(l0.h)
+  l1.h = f32[64,256] dot(l0.a, l1.w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  l1.a = f32[64,256] tanh(l1.h)
+  l2.h = f32[64,256] dot(l1.a, l2.w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  l2.a = f32[64,256] tanh(l2.h)
+  zero = f32[] constant(0)
+  ROOT loss = f32[] reduce(l2.a, zero), dimensions={0,1}, to_apply=add
+})");
+  auto planner = MakePlanner(*module, "data=2,model=2");
+  const Module& m = planner->module();
+  auto g = BuildStrategyGraph(m, planner->space(), MachineModel{});
+  ASSERT_TRUE(g.ok());
+  auto cls = [&](const StrategyGraph& graph, const char* name) {
+    for (const auto& i : m.entry()->instructions())
+      if (i->name() == name) return graph.nodes[graph.node_of.at(i.get())].cls;
+    return -1;
+  };
+  EXPECT_EQ(cls(*g, "l0.w"), cls(*g, "l2.w"));
+  EXPECT_EQ(cls(*g, "l1.h"), cls(*g, "l2.h"));
+  EXPECT_EQ(cls(*g, "l1.a"), cls(*g, "l2.h"));  // a follower
+  EXPECT_NE(cls(*g, "l0.h"), cls(*g, "l1.h"));
+  StrategyGraphOptions unlinked;
+  unlinked.link_layers = false;
+  auto u = BuildStrategyGraph(m, planner->space(), MachineModel{}, unlinked);
+  ASSERT_TRUE(u.ok());
+  EXPECT_NE(cls(*u, "l1.h"), cls(*u, "l2.h"));
+  EXPECT_EQ(u->classes.size(), g->classes.size() + 1);
+  // Linking only restricts: the linked optimum is no better.
+  IlpResult linked = SolveStrategyGraph(*g, MachineModel{}, {});
+  IlpResult free = SolveStrategyGraph(*u, MachineModel{}, {});
+  ASSERT_EQ(linked.status, IlpStatus::kOptimal);
+  ASSERT_EQ(free.status, IlpStatus::kOptimal);
+  EXPECT_GE(linked.objective_seconds, free.objective_seconds * (1 - 1e-9));
+}
+
+// The training step (with aliased weight outputs): optimal, and its plan,
+// evaluated, is no worse than leaving everything replicated.
+TEST(AutoshardIlp, SolvesTheTrainStep) {
+  auto module = Load("mlp_train.hlo");
+  auto planner = MakePlanner(*module, "data=2,model=2");
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->ilp.status, IlpStatus::kOptimal);
+  ASSERT_TRUE(r->eval.ok) << r->eval.error;
+  Evaluation initial = planner->evaluator().Evaluate(InitialChoice(planner->space()));
+  EXPECT_LT(r->eval.time_seconds, initial.time_seconds);
+}
+
+}  // namespace
+}  // namespace meshsplit::autoshard
