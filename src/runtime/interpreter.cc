@@ -8,6 +8,8 @@
 #include <unordered_set>
 
 #include "runtime/kernels.h"
+#include "runtime/loop_fusion.h"
+#include "runtime/streaming.h"
 
 namespace meshsplit {
 namespace interp {
@@ -44,7 +46,7 @@ StatusOr<Literal> EvalTuple(KernelArgs& k) {
   std::vector<Literal> elems;
   elems.reserve(k.ops.size());
   for (size_t i = 0; i < k.ops.size(); ++i)
-    elems.push_back(k.donatable[i] ? std::move(*k.ops[i]) : *k.ops[i]);
+    elems.push_back(TakeOrCopy(k, static_cast<int>(i)));
   return Literal::MakeTuple(std::move(elems));
 }
 
@@ -55,14 +57,14 @@ StatusOr<Literal> EvalGetTupleElement(KernelArgs& k) {
     return InstrError(k.instr, "tuple index " + std::to_string(i) + " out of range for " +
                                    t.shape().ToString(false));
   if (k.donatable[0]) return std::move(k.ops[0]->elements()[i]);
-  return t.elements()[i];
+  return CopyOf(t.elements()[i]);
 }
 
 StatusOr<Literal> EvalWhile(KernelArgs& k) {
   const Instruction& instr = k.instr;
   if (instr.called_computations().size() < 2)
     return InstrError(instr, "while needs a condition and a body");
-  Literal state = k.donatable[0] ? std::move(*k.ops[0]) : *k.ops[0];
+  Literal state = TakeOrCopy(k, 0);
   for (int64_t iter = 0;; ++iter) {
     MS_ASSIGN_OR_RETURN(Literal pred, k.interp.Call(*instr.while_condition(), {&state}));
     if (!pred.shape().IsArray() || pred.element_type() != PrimitiveType::PRED ||
@@ -95,7 +97,7 @@ StatusOr<Literal> EvalConditional(KernelArgs& k) {
       branch + 1 >= static_cast<int64_t>(k.ops.size()))
     return InstrError(instr, "conditional branch " + std::to_string(branch) + " has no operand");
   std::vector<Literal> args;
-  args.push_back(k.donatable[branch + 1] ? std::move(*k.ops[branch + 1]) : *k.ops[branch + 1]);
+  args.push_back(TakeOrCopy(k, static_cast<int>(branch + 1)));
   return k.interp.Run(*branches[branch], std::move(args));
 }
 
@@ -103,13 +105,12 @@ StatusOr<Literal> EvalCall(KernelArgs& k) {
   if (k.instr.to_apply() == nullptr) return InstrError(k.instr, "call has no computation");
   std::vector<Literal> args;
   for (size_t i = 0; i < k.ops.size(); ++i)
-    args.push_back(k.donatable[i] ? std::move(*k.ops[i]) : *k.ops[i]);
+    args.push_back(TakeOrCopy(k, static_cast<int>(i)));
   return k.interp.Run(*k.instr.to_apply(), std::move(args));
 }
 
 StatusOr<Literal> EvalCopyLike(KernelArgs& k) {
-  if (k.donatable[0]) return std::move(*k.ops[0]);
-  return *k.ops[0];
+  return TakeOrCopy(k, 0);
 }
 
 // Elementwise kernels index result and operands with one linear index, so
@@ -319,9 +320,25 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
     plan.slot[i] = static_cast<int>(plan.order.size());
     plan.order.push_back(i);
   }
-  plan.uses.assign(plan.order.size(), 0);
-  for (const Instruction* i : plan.order)
-    for (const Instruction* o : i->operands()) plan.uses[plan.slot.at(o)]++;
+  // Fused elementwise loops: their inner ops do not run on their own, and
+  // a loop's root reads the loop's inputs instead of its operands.
+  const size_t n = plan.order.size();
+  plan.reads.resize(n);
+  plan.loop.resize(n);
+  plan.absorbed.assign(n, false);
+  LoopFusionPlan fusions = PlanLoopFusions(plan.order, c.root());
+  for (const Instruction* i : fusions.absorbed) plan.absorbed[plan.slot.at(i)] = true;
+  for (auto& loop : fusions.loops) plan.loop[plan.slot.at(loop->root)] = std::move(loop);
+  plan.uses.assign(n, 0);
+  for (size_t s = 0; s < n; ++s) {
+    if (plan.absorbed[s]) continue;
+    if (plan.loop[s]) {
+      for (const Instruction* o : plan.loop[s]->inputs) plan.reads[s].push_back(plan.slot.at(o));
+    } else {
+      for (const Instruction* o : plan.order[s]->operands()) plan.reads[s].push_back(plan.slot.at(o));
+    }
+    for (int o : plan.reads[s]) plan.uses[o]++;
+  }
   if (c.root() != nullptr) plan.uses[plan.slot.at(c.root())]++;
   plan.gte_steals.assign(plan.order.size(), false);
   for (size_t s = 0; s < plan.order.size(); ++s) {
@@ -389,32 +406,52 @@ StatusOr<Literal> Interpreter::Run(const Computation& c, std::vector<Literal> ow
       owned_slot[s] = false;
       continue;
     }
+    if (plan.absorbed[s]) continue;  // computed by the fused loop that reads it
+    const std::vector<int>& reads = plan.reads[s];
     KernelArgs k{instr, {}, {}, *this};
-    k.ops.reserve(instr.operand_count());
-    for (const Instruction* o : instr.operands()) {
-      int os = plan.slot.at(o);
+    k.ops.reserve(reads.size());
+    for (int os : reads) {
+      const Instruction* o = plan.order[os];
+      if (ptr[os] == nullptr) return InstrError(instr, "internal: %" + o->name() + " has no value");
       k.ops.push_back(ptr[os]);
       if (!ShapeSupported(o->shape()))
         return InstrError(instr, "element type " + FirstUnsupportedType(o->shape()) +
                                      " is not supported by the interpreter");
-      bool once = std::count(instr.operands().begin(), instr.operands().end(), o) == 1;
+      bool once = std::count(reads.begin(), reads.end(), os) == 1;
       k.donatable.push_back(owned_slot[os] && once && (remaining[os] == 1 || plan.gte_steals[s]));
     }
-    StatusOr<Literal> r = Dispatch(k);
+    StatusOr<Literal> r = plan.loop[s] ? RunLoopFusion(*plan.loop[s], k) : Dispatch(k);
     if (!r.ok()) return r.status();
     values[s] = std::move(r).value();
     ptr[s] = &values[s];
-    for (const Instruction* o : instr.operands()) {
-      int os = plan.slot.at(o);
+    for (int os : reads)
       if (--remaining[os] == 0 && owned_slot[os]) values[os] = Literal();
-    }
   }
   int root = plan.slot.at(c.root());
-  if (!owned_slot[root]) return *ptr[root];
+  if (!owned_slot[root]) return CopyOf(*ptr[root]);
   return std::move(values[root]);
 }
 
 // ---- shared helpers --------------------------------------------------------
+
+Literal CopyOf(const Literal& lit) {
+  if (lit.shape().IsTuple()) {
+    std::vector<Literal> elems;
+    elems.reserve(lit.elements().size());
+    for (const Literal& e : lit.elements()) elems.push_back(CopyOf(e));
+    return Literal::MakeTuple(std::move(elems));
+  }
+  if (!lit.shape().IsArray()) return lit;
+  Literal out = Literal::Uninitialized(lit.shape());
+  const int64_t bytes = lit.size_bytes();
+  if (bytes >= StreamingBytes()) {
+    StreamCopy(out.raw(), lit.raw(), bytes);
+    StreamingFence();
+  } else if (bytes > 0) {
+    std::memcpy(out.raw(), lit.raw(), bytes);
+  }
+  return out;
+}
 
 Status InstrError(const Instruction& instr, const std::string& message) {
   return Status::Error(message + " (in %" + instr.name() + " = " +

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <type_traits>
@@ -24,6 +25,8 @@
 #include "support/status.h"
 
 namespace meshsplit::interp {
+
+struct LoopFusion;  // loop_fusion.h
 
 class Interpreter {
  public:
@@ -53,6 +56,12 @@ class Interpreter {
     // get-tuple-elements of distinct indices, so it may move its element out
     // of an owned tuple even though the tuple has other uses.
     std::vector<bool> gte_steals;
+    // Per slot: the slots the step reads (its operands; a fused loop's
+    // inputs), the fused loop rooted there (loop_fusion.h) or null, and
+    // whether it is computed inside a fused loop and so never runs.
+    std::vector<std::vector<int>> reads;
+    std::vector<std::shared_ptr<const LoopFusion>> loop;
+    std::vector<bool> absorbed;
   };
   const Plan& GetPlan(const Computation& c);
 
@@ -244,6 +253,40 @@ inline float RoundTo16(float v, PrimitiveType t) {
 // RoundTo16 for every staged float type.
 inline float RoundToStaged(float v, PrimitiveType t) {
   return IsF8Type(t) ? F8ToF32(t, F32ToF8(t, v)) : RoundTo16(v, t);
+}
+
+// One operand of an elementwise op run on contiguous spans: `data` holds
+// the elements of `type` (when `scalar`, one element that stands for all).
+struct SpanOperand {
+  const uint8_t* data = nullptr;
+  PrimitiveType type = PrimitiveType::PRED;
+  bool scalar = false;
+};
+// Runs `instr`'s elementwise op (unary and binary arithmetic, compare,
+// select, clamp, convert, copy) on `n` elements: out[i] = op(in[0][i], ...),
+// `out` of type `out_type`, which may alias an operand span at the same
+// index. Only select's predicate and clamp's bounds may be scalar. Staged
+// floats (f16, bf16, f8) are widened to f32, computed and rounded back per
+// element. The whole-array kernels (kernels_elementwise.cc) and the fused
+// loops (loop_fusion.cc) both run through this one function, so a fused
+// chain computes each element exactly as the unfused ops do. Returns false
+// when the op is not defined for these types or operands; with n == 0 it
+// only answers that (nothing is read or written).
+bool ElementwiseSpan(const Instruction& instr, const SpanOperand* in, int n_in,
+                     PrimitiveType out_type, uint8_t* out, int64_t n);
+// convert's element loop on spans (`in` and `out` must not overlap unless
+// equal with from == to); false for complex and unsupported types.
+bool ConvertSpan(PrimitiveType from, PrimitiveType to, const uint8_t* in, uint8_t* out,
+                 int64_t n);
+
+// A copy of `lit` (tuples element by element). Literal's own copy
+// constructor copies its bytes one element construction at a time; this
+// copies them with memcpy (streamed for outputs larger than the cache).
+Literal CopyOf(const Literal& lit);
+// Operand i of `k`: its buffer when it may be taken, else a copy.
+inline Literal TakeOrCopy(KernelArgs& k, int i) {
+  if (k.donatable[i]) return std::move(*k.ops[i]);
+  return CopyOf(*k.ops[i]);
 }
 
 // Converts every element of an array literal to `to` with XLA's convert

@@ -8,18 +8,13 @@
 namespace meshsplit::interp {
 namespace {
 
-Literal TakeOrCopy(KernelArgs& k, int i) {
-  if (k.donatable[i]) return std::move(*k.ops[i]);
-  return *k.ops[i];
-}
-
 // Element `index` of operand 0, a tuple.
 StatusOr<Literal> TakeElement(KernelArgs& k, int index) {
   Literal& t = *k.ops[0];
   if (!t.shape().IsTuple() || index >= static_cast<int>(t.elements().size()))
     return InstrError(k.instr, "operand is not the tuple of a start");
   if (k.donatable[0]) return std::move(t.elements()[index]);
-  return t.elements()[index];
+  return CopyOf(t.elements()[index]);
 }
 
 // Zero-valued context elements: positions `from`.. of the declared tuple.

@@ -15,17 +15,12 @@
 namespace meshsplit::interp {
 namespace {
 
-Literal CopyOf(KernelArgs& k, int i) {
-  if (k.donatable[i]) return std::move(*k.ops[i]);
-  return *k.ops[i];
-}
-
 // The single-device result of a collective whose group is just this device:
 // its operand(s) unchanged. Shapes must agree, else the module was
 // partitioned for more devices than it is being run on.
 StatusOr<Literal> IdentityCollective(KernelArgs& k) {
   std::vector<Literal> outs;
-  for (size_t i = 0; i < k.ops.size(); ++i) outs.push_back(CopyOf(k, static_cast<int>(i)));
+  for (size_t i = 0; i < k.ops.size(); ++i) outs.push_back(TakeOrCopy(k, static_cast<int>(i)));
   Literal result = outs.size() == 1 && !k.shape().IsTuple() ? std::move(outs[0])
                                                            : Literal::MakeTuple(std::move(outs));
   if (!result.shape().Compatible(k.shape()))
@@ -185,12 +180,12 @@ StatusOr<Literal> EvalCustomCall(KernelArgs& k) {
       return InstrError(k.instr, "custom-call " + target + " changes the shape from " +
                                      k.op(0).shape().ToString(false) + " to " + k.shape().ToString(false) +
                                      ", which needs the SPMD partitioner");
-    return CopyOf(k, 0);
+    return TakeOrCopy(k, 0);
   }
   // Host offloading moves data between memories; its value is unchanged.
   if ((target == "MoveToHost" || target == "MoveToDevice") && k.ops.size() == 1 &&
       k.op(0).shape().Compatible(k.shape()))
-    return CopyOf(k, 0);
+    return TakeOrCopy(k, 0);
   if (target == "TopK") return EvalTopK(k);
   if (k.interp.ctx().stub_opaque_custom_calls) return StubCustomCall(k);
   return InstrError(k.instr, "custom-call target \"" + target + "\" is not supported by the interpreter");

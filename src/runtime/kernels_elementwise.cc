@@ -1,7 +1,10 @@
 // Elementwise kernels: unary and binary arithmetic, compare, select, clamp,
 // convert, bitcast-convert, reduce-precision and iota. Each op is a typed
-// loop over contiguous buffers; f16/bf16 operands are widened to f32, computed
-// and rounded back to nearest even.
+// loop over contiguous buffers; f16/bf16 (and f8) operands are widened to f32
+// a few hundred elements at a time, computed and rounded back to nearest
+// even. Arithmetic, compare, select, clamp and convert run through one
+// span-level entry, ElementwiseSpan, which the fused loops (loop_fusion.cc)
+// call on chunks of the same ops.
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -247,16 +250,224 @@ void CompareTotalOrder(ComparisonDirection dir, const T* a, const T* b, uint8_t*
 }
 
 template <typename From>
-void ConvertFrom(const From* in, Literal& out, int64_t n) {
-  PrimitiveType to = out.element_type();
+void ConvertFromSpan(const From* in, PrimitiveType to, uint8_t* out, int64_t n) {
   if (to == PrimitiveType::PRED) {
-    uint8_t* o = out.data<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) o[i] = in[i] != 0;
+    for (int64_t i = 0; i < n; ++i) out[i] = in[i] != 0;
     return;
   }
   DispatchCompute(to, [&]<typename To>() {
-    To* o = out.data<To>();
+    To* o = reinterpret_cast<To*>(out);
     for (int64_t i = 0; i < n; ++i) o[i] = SaturatingConvert<To>(in[i]);
+  });
+}
+
+// Staged floats (f16, bf16, f8) are computed kStage elements at a time in
+// f32 scratch: widened, computed, rounded back on store. Per element this is
+// exactly the widen-compute-narrow of whole arrays, without whole-array
+// temporaries.
+constexpr int64_t kStage = 512;
+
+void WidenSpan(PrimitiveType t, const uint8_t* in, float* out, int64_t n) {
+  if (IsF8Type(t)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = F8ToF32(t, in[i]);
+    return;
+  }
+  const uint16_t* p = reinterpret_cast<const uint16_t*>(in);
+  if (t == PrimitiveType::BF16) {
+    for (int64_t i = 0; i < n; ++i) out[i] = Bf16ToF32(p[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) out[i] = F16ToF32(p[i]);
+  }
+}
+
+void NarrowSpan(const float* in, PrimitiveType t, uint8_t* out, int64_t n) {
+  if (IsF8Type(t)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = F32ToF8(t, in[i]);
+    return;
+  }
+  uint16_t* o = reinterpret_cast<uint16_t*>(out);
+  if (t == PrimitiveType::BF16) {
+    for (int64_t i = 0; i < n; ++i) o[i] = F32ToBf16(in[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = F32ToF16(in[i]);
+  }
+}
+
+// Widens elements [s, s + m) of a staged operand (element 0 when scalar).
+const float* WidenOperand(const SpanOperand& a, int64_t s, int64_t m, float* buf) {
+  const int64_t w = ByteWidth(a.type);
+  if (a.scalar) {
+    WidenSpan(a.type, a.data, buf, 1);
+  } else {
+    WidenSpan(a.type, a.data + s * w, buf, m);
+  }
+  return buf;
+}
+
+bool UnarySpan(Opcode op, const SpanOperand& a, PrimitiveType ot, uint8_t* o, int64_t n) {
+  const PrimitiveType t = a.type;
+  if (a.scalar) return false;
+  if (op == Opcode::kIsFinite) {
+    if (!IsFloatingPoint(t) || IsComplex(t) || ot != PrimitiveType::PRED) return false;
+    if (IsStagedFloat(t)) {
+      alignas(64) float ta[kStage];
+      for (int64_t s = 0; s < n; s += kStage) {
+        const int64_t m = std::min(kStage, n - s);
+        WidenOperand(a, s, m, ta);
+        for (int64_t i = 0; i < m; ++i) o[s + i] = std::isfinite(ta[i]);
+      }
+    } else if (t == PrimitiveType::F64) {
+      const double* p = reinterpret_cast<const double*>(a.data);
+      for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(p[i]);
+    } else {
+      const float* p = reinterpret_cast<const float*>(a.data);
+      for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(p[i]);
+    }
+    return true;
+  }
+  if (ot != t) return false;
+  if (IsStagedFloat(t)) {
+    if (!UnaryFloat<float>(op, nullptr, nullptr, 0)) return false;
+    alignas(64) float ta[kStage];
+    const int64_t w = ByteWidth(t);
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      WidenOperand(a, s, m, ta);
+      UnaryFloat<float>(op, ta, ta, m);
+      NarrowSpan(ta, t, o + s * w, m);
+    }
+    return true;
+  }
+  if (t == PrimitiveType::PRED) {
+    if (op != Opcode::kNot) return false;
+    Map1(a.data, o, n, [](uint8_t x) -> uint8_t { return !x; });
+    return true;
+  }
+  bool ok = false;
+  DispatchCompute(t, [&]<typename T>() {
+    const T* x = reinterpret_cast<const T*>(a.data);
+    T* out = reinterpret_cast<T*>(o);
+    if constexpr (std::is_floating_point_v<T>) ok = UnaryFloat<T>(op, x, out, n);
+    else ok = UnaryInt<T>(op, x, out, n);
+  });
+  return ok;
+}
+
+bool BinarySpan(Opcode op, const SpanOperand& a, const SpanOperand& b, PrimitiveType ot,
+                uint8_t* o, int64_t n) {
+  const PrimitiveType t = a.type;
+  if (b.type != t || ot != t || a.scalar || b.scalar) return false;
+  if (IsStagedFloat(t)) {
+    if (!BinaryFloat<float>(op, nullptr, nullptr, nullptr, 0)) return false;
+    alignas(64) float ta[kStage], tb[kStage];
+    const int64_t w = ByteWidth(t);
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      WidenOperand(a, s, m, ta);
+      WidenOperand(b, s, m, tb);
+      BinaryFloat<float>(op, ta, tb, ta, m);
+      NarrowSpan(ta, t, o + s * w, m);
+    }
+    return true;
+  }
+  if (t == PrimitiveType::PRED) return BinaryPred(op, a.data, b.data, o, n);
+  bool ok = false;
+  DispatchCompute(t, [&]<typename T>() {
+    const T* x = reinterpret_cast<const T*>(a.data);
+    const T* y = reinterpret_cast<const T*>(b.data);
+    T* out = reinterpret_cast<T*>(o);
+    if constexpr (std::is_floating_point_v<T>) ok = BinaryFloat<T>(op, x, y, out, n);
+    else ok = BinaryInt<T>(op, x, y, out, n);
+  });
+  return ok;
+}
+
+bool CompareSpan(ComparisonDirection dir, bool total, const SpanOperand& a, const SpanOperand& b,
+                 PrimitiveType ot, uint8_t* o, int64_t n) {
+  const PrimitiveType t = a.type;
+  if (b.type != t || ot != PrimitiveType::PRED || a.scalar || b.scalar) return false;
+  if (IsStagedFloat(t)) {
+    alignas(64) float ta[kStage], tb[kStage];
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      WidenOperand(a, s, m, ta);
+      WidenOperand(b, s, m, tb);
+      if (total) CompareTotalOrder(dir, ta, tb, o + s, m);
+      else CompareLoop(dir, ta, tb, o + s, m);
+    }
+    return true;
+  }
+  return DispatchStorage(t, [&]<typename T>() {
+    const T* x = reinterpret_cast<const T*>(a.data);
+    const T* y = reinterpret_cast<const T*>(b.data);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (total) {
+        CompareTotalOrder(dir, x, y, o, n);
+        return;
+      }
+    }
+    CompareLoop(dir, x, y, o, n);
+  });
+}
+
+bool SelectSpan(const SpanOperand& p, const SpanOperand& a, const SpanOperand& b,
+                PrimitiveType ot, uint8_t* o, int64_t n) {
+  if (p.type != PrimitiveType::PRED || a.type != ot || b.type != ot || a.scalar || b.scalar)
+    return false;
+  const uint8_t* pp = p.data;
+  if (IsF8Type(ot) || IsComplex(ot)) {
+    // No storage type: copy elements as bytes (the output may alias either
+    // value operand, so copy element by element).
+    const int64_t w = ByteWidth(ot);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint8_t* src = (p.scalar ? pp[0] : pp[i]) ? a.data : b.data;
+      if (src + i * w != o + i * w) std::memmove(o + i * w, src + i * w, w);
+    }
+    return true;
+  }
+  return DispatchStorage(ot, [&]<typename T>() {
+    const T* x = reinterpret_cast<const T*>(a.data);
+    const T* y = reinterpret_cast<const T*>(b.data);
+    T* out = reinterpret_cast<T*>(o);
+    if (p.scalar) {
+      const T* src = pp[0] ? x : y;
+      if (src != out && n > 0) std::memcpy(out, src, n * sizeof(T));
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] = pp[i] ? x[i] : y[i];
+    }
+  });
+}
+
+template <typename T>
+void ClampLoop(const T* l, int64_t lo_step, const T* v, const T* h, int64_t hi_step, T* o,
+               int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    T a = ApplyReducerKind(ReducerKind::kMax, v[i], l[i * lo_step]);
+    o[i] = ApplyReducerKind(ReducerKind::kMin, a, h[i * hi_step]);
+  }
+}
+
+bool ClampSpan(const SpanOperand& lo, const SpanOperand& x, const SpanOperand& hi,
+               PrimitiveType ot, uint8_t* o, int64_t n) {
+  const PrimitiveType t = x.type;
+  if (lo.type != t || hi.type != t || ot != t || x.scalar) return false;
+  const int64_t lo_step = lo.scalar ? 0 : 1, hi_step = hi.scalar ? 0 : 1;
+  if (IsStagedFloat(t)) {
+    alignas(64) float tl[kStage], tx[kStage], th[kStage];
+    const int64_t w = ByteWidth(t);
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      WidenOperand(lo, s, m, tl);
+      WidenOperand(x, s, m, tx);
+      WidenOperand(hi, s, m, th);
+      ClampLoop<float>(tl, lo_step, tx, th, hi_step, tx, m);
+      NarrowSpan(tx, t, o + s * w, m);
+    }
+    return true;
+  }
+  return DispatchCompute(t, [&]<typename T>() {
+    ClampLoop<T>(reinterpret_cast<const T*>(lo.data), lo_step, reinterpret_cast<const T*>(x.data),
+                 reinterpret_cast<const T*>(hi.data), hi_step, reinterpret_cast<T*>(o), n);
   });
 }
 
@@ -301,212 +512,39 @@ double ReducePrecisionF64(double v, int exp_bits, int mant_bits) {
 
 }  // namespace
 
-StatusOr<Literal> EvalUnary(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  Opcode op = instr.opcode();
-  PrimitiveType t = k.op(0).element_type();
-  int64_t n = k.op(0).element_count();
-  if (op == Opcode::kIsFinite) {
-    if (!IsFloatingPoint(t)) return OpTypeError(instr, t);
-    Literal a32 = IsStagedFloat(t) ? WidenToF32(k.op(0)) : Literal();
-    const Literal& a = IsStagedFloat(t) ? a32 : k.op(0);
-    Literal out(k.shape());
-    uint8_t* o = out.data<uint8_t>();
-    if (a.element_type() == PrimitiveType::F64) {
-      const double* p = a.data<double>();
-      for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(p[i]);
-    } else {
-      const float* p = a.data<float>();
-      for (int64_t i = 0; i < n; ++i) o[i] = std::isfinite(p[i]);
+bool ConvertSpan(PrimitiveType from, PrimitiveType to, const uint8_t* in, uint8_t* out,
+                 int64_t n) {
+  if (IsComplex(from) || IsComplex(to) || !IsSupportedType(from) || !IsSupportedType(to))
+    return false;
+  const int64_t wf = ByteWidth(from), wt = ByteWidth(to);
+  if (from == to) {
+    if (n > 0 && in != out) std::memcpy(out, in, n * wt);
+    return true;
+  }
+  if (IsStagedFloat(from)) {
+    alignas(64) float tmp[kStage];
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      WidenSpan(from, in + s * wf, tmp, m);
+      ConvertSpan(PrimitiveType::F32, to, reinterpret_cast<const uint8_t*>(tmp), out + s * wt, m);
     }
-    return out;
+    return true;
   }
-  if (IsStagedFloat(t)) {
-    Literal a32 = WidenToF32(k.op(0));
-    float* p = a32.data<float>();
-    if (!UnaryFloat<float>(op, p, p, n)) return OpTypeError(instr, t);
-    return NarrowFromF32(a32, t);
-  }
-  if (t == PrimitiveType::PRED) {
-    if (op != Opcode::kNot) return OpTypeError(instr, t);
-    const uint8_t* a = k.op(0).data<uint8_t>();
-    Literal out = k.TakeOrAllocate(0);
-    Map1(a, out.data<uint8_t>(), n, [](uint8_t x) -> uint8_t { return !x; });
-    return out;
-  }
-  bool ok = false;
-  Literal out;
-  DispatchCompute(t, [&]<typename T>() {
-    const T* a = k.op(0).data<T>();
-    out = k.TakeOrAllocate(0);
-    if constexpr (std::is_floating_point_v<T>) ok = UnaryFloat<T>(op, a, out.data<T>(), n);
-    else ok = UnaryInt<T>(op, a, out.data<T>(), n);
-  });
-  if (!ok) return OpTypeError(instr, t);
-  return out;
-}
-
-StatusOr<Literal> EvalBinary(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  Opcode op = instr.opcode();
-  PrimitiveType t = k.op(0).element_type();
-  if (k.op(1).element_type() != t || k.op(0).element_count() != k.op(1).element_count())
-    return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
-                                 k.op(1).shape().ToString(false) + " differ");
-  int64_t n = k.op(0).element_count();
-  if (IsStagedFloat(t)) {
-    Literal a32 = WidenToF32(k.op(0));
-    Literal b32 = WidenToF32(k.op(1));
-    float* p = a32.data<float>();
-    if (!BinaryFloat<float>(op, p, b32.data<float>(), p, n)) return OpTypeError(instr, t);
-    return NarrowFromF32(a32, t);
-  }
-  const uint8_t* a_raw = k.op(0).raw();
-  const uint8_t* b_raw = k.op(1).raw();
-  // Reuse whichever operand's buffer is free; elementwise loops allow the
-  // output to alias an input.
-  Literal out = k.donatable[0] ? k.TakeOrAllocate(0) : k.TakeOrAllocate(1);
-  if (t == PrimitiveType::PRED) {
-    if (!BinaryPred(op, a_raw, b_raw, out.data<uint8_t>(), n)) return OpTypeError(instr, t);
-    return out;
-  }
-  bool ok = false;
-  DispatchCompute(t, [&]<typename T>() {
-    const T* a = reinterpret_cast<const T*>(a_raw);
-    const T* b = reinterpret_cast<const T*>(b_raw);
-    if constexpr (std::is_floating_point_v<T>) ok = BinaryFloat<T>(op, a, b, out.data<T>(), n);
-    else ok = BinaryInt<T>(op, a, b, out.data<T>(), n);
-  });
-  if (!ok) return OpTypeError(instr, t);
-  return out;
-}
-
-StatusOr<Literal> EvalCompare(KernelArgs& k) {
-  const Instruction& instr = k.instr;
-  if (!instr.attrs().comparison_direction)
-    return InstrError(instr, "compare needs a direction");
-  ComparisonDirection dir = *instr.attrs().comparison_direction;
-  PrimitiveType t = k.op(0).element_type();
-  if (k.op(1).element_type() != t || k.op(0).element_count() != k.op(1).element_count())
-    return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
-                                 k.op(1).shape().ToString(false) + " differ");
-  int64_t n = k.op(0).element_count();
-  Literal out = Literal::Uninitialized(k.shape());
-  uint8_t* o = out.data<uint8_t>();
-  bool total = instr.attrs().comparison_type == "TOTALORDER";
-  if (IsStagedFloat(t)) {
-    Literal a32 = WidenToF32(k.op(0)), b32 = WidenToF32(k.op(1));
-    if (total) CompareTotalOrder(dir, a32.data<float>(), b32.data<float>(), o, n);
-    else CompareLoop(dir, a32.data<float>(), b32.data<float>(), o, n);
-    return out;
-  }
-  DispatchStorage(t, [&]<typename T>() {
-    const T* a = k.op(0).data<T>();
-    const T* b = k.op(1).data<T>();
-    if constexpr (std::is_floating_point_v<T>) {
-      if (total) {
-        CompareTotalOrder(dir, a, b, o, n);
-        return;
-      }
-    }
-    CompareLoop(dir, a, b, o, n);
-  });
-  return out;
-}
-
-StatusOr<Literal> EvalSelect(KernelArgs& k) {
-  const Literal& pred = k.op(0);
-  const Literal& on_true = k.op(1);
-  const Literal& on_false = k.op(2);
-  if (pred.element_type() != PrimitiveType::PRED)
-    return InstrError(k.instr, "select predicate must be pred");
-  int64_t n = on_true.element_count();
-  if (on_false.element_count() != n || (pred.element_count() != n && pred.element_count() != 1))
-    return InstrError(k.instr, "select operand shapes differ");
-  const uint8_t* p = pred.data<uint8_t>();
-  bool scalar_pred = pred.element_count() == 1 && n != 1;
-  const uint8_t* t_raw = on_true.raw();
-  const uint8_t* f_raw = on_false.raw();
-  Literal out = k.donatable[1] ? k.TakeOrAllocate(1) : k.TakeOrAllocate(2);
-  if (IsF8Type(out.element_type()) || IsComplex(out.element_type())) {
-    // No storage type: copy elements as bytes (the output may alias either
-    // value operand, so copy element by element).
-    const int64_t w = ByteWidth(out.element_type());
-    uint8_t* o = out.raw();
-    for (int64_t i = 0; i < n; ++i) {
-      const uint8_t* src = (scalar_pred ? p[0] : p[i]) ? t_raw : f_raw;
-      if (src + i * w != o + i * w) std::memmove(o + i * w, src + i * w, w);
-    }
-    return out;
-  }
-  DispatchStorage(out.element_type(), [&]<typename T>() {
-    const T* a = reinterpret_cast<const T*>(t_raw);
-    const T* b = reinterpret_cast<const T*>(f_raw);
-    T* o = out.data<T>();
-    if (scalar_pred) {
-      const T* src = p[0] ? a : b;
-      if (src != o) std::memcpy(o, src, n * sizeof(T));
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i] = p[i] ? a[i] : b[i];
-    }
-  });
-  return out;
-}
-
-StatusOr<Literal> EvalClamp(KernelArgs& k) {
-  PrimitiveType t = k.op(1).element_type();
-  int64_t n = k.op(1).element_count();
-  const Literal *lo = &k.op(0), *x = &k.op(1), *hi = &k.op(2);
-  if (lo->element_type() != t || hi->element_type() != t ||
-      (lo->element_count() != n && lo->element_count() != 1) ||
-      (hi->element_count() != n && hi->element_count() != 1))
-    return InstrError(k.instr, "clamp operand shapes differ");
-  Literal lo32, x32, hi32;
-  if (IsStagedFloat(t)) {
-    lo32 = WidenToF32(*lo), x32 = WidenToF32(*x), hi32 = WidenToF32(*hi);
-    lo = &lo32, x = &x32, hi = &hi32;
-  }
-  Shape s = x->shape();
-  Literal out = Literal::Uninitialized(s);
-  int64_t lo_step = lo->element_count() == n ? 1 : 0;
-  int64_t hi_step = hi->element_count() == n ? 1 : 0;
-  DispatchCompute(x->element_type(), [&]<typename T>() {
-    const T* l = lo->data<T>();
-    const T* v = x->data<T>();
-    const T* h = hi->data<T>();
-    T* o = out.data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      T a = ApplyReducerKind(ReducerKind::kMax, v[i], l[i * lo_step]);
-      o[i] = ApplyReducerKind(ReducerKind::kMin, a, h[i * hi_step]);
-    }
-  });
-  if (IsStagedFloat(t)) return NarrowFromF32(out, t);
-  return out;
-}
-
-Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
-  PrimitiveType from = in.element_type();
-  Shape s = in.shape();
-  s.set_element_type(to);
-  if (from == to) return in;
-  int64_t n = in.element_count();
-  if (IsComplex(from) || IsComplex(to)) return ConvertComplex(in, to);  // kernels_complex.cc
-  if (IsStagedFloat(from)) return ConvertLiteral(WidenToF32(in), to);
   if (IsF8Type(to)) {
     // Round once, from the exact f64 value (no double rounding through f32).
-    Literal wide = ConvertLiteral(in, PrimitiveType::F64);
-    Literal out = Literal::Uninitialized(s);
-    const double* p = wide.data<double>();
-    uint8_t* o = out.data<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) o[i] = F64ToF8(to, p[i]);
-    return out;
+    alignas(64) double tmp[kStage];
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      ConvertSpan(from, PrimitiveType::F64, in + s * wf, reinterpret_cast<uint8_t*>(tmp), m);
+      for (int64_t i = 0; i < m; ++i) out[s + i] = F64ToF8(to, tmp[i]);
+    }
+    return true;
   }
   if (Is16BitFloat(to)) {
+    uint16_t* o = reinterpret_cast<uint16_t*>(out);
     if (from == PrimitiveType::F64) {
       // Round once, straight from f64, so no double rounding through f32.
-      Literal out = Literal::Uninitialized(s);
-      const double* p = in.data<double>();
-      uint16_t* o = out.data<uint16_t>();
+      const double* p = reinterpret_cast<const double*>(in);
       for (int64_t i = 0; i < n; ++i) {
         float f = static_cast<float>(p[i]);
         // f is round-to-nearest of p; if it landed exactly on a tie of the
@@ -515,19 +553,132 @@ Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
         std::memcpy(&bits, &f, 4);
         uint32_t tie_mask = to == PrimitiveType::BF16 ? 0xffffu : 0x1fffu;
         uint32_t half = to == PrimitiveType::BF16 ? 0x8000u : 0x1000u;
-        if ((bits & tie_mask) == half && static_cast<double>(f) != p[i] &&
-            std::isfinite(f)) {
+        if ((bits & tie_mask) == half && static_cast<double>(f) != p[i] && std::isfinite(f)) {
           bits += (std::fabs(p[i]) > std::fabs(static_cast<double>(f))) ? 1 : -1;
           std::memcpy(&f, &bits, 4);
         }
         o[i] = to == PrimitiveType::BF16 ? F32ToBf16(f) : F32ToF16(f);
       }
-      return out;
+      return true;
     }
-    return NarrowFromF32(ConvertLiteral(in, PrimitiveType::F32), to);
+    alignas(64) float tmp[kStage];
+    for (int64_t s = 0; s < n; s += kStage) {
+      const int64_t m = std::min(kStage, n - s);
+      ConvertSpan(from, PrimitiveType::F32, in + s * wf, reinterpret_cast<uint8_t*>(tmp), m);
+      NarrowSpan(tmp, to, out + s * wt, m);
+    }
+    return true;
   }
+  return DispatchCompute(from, [&]<typename From>() {
+    ConvertFromSpan<From>(reinterpret_cast<const From*>(in), to, out, n);
+  });
+}
+
+bool ElementwiseSpan(const Instruction& instr, const SpanOperand* in, int n_in, PrimitiveType ot,
+                     uint8_t* out, int64_t n) {
+  const Opcode op = instr.opcode();
+  switch (op) {
+    case Opcode::kCopy:
+      if (n_in != 1 || in[0].type != ot || in[0].scalar) return false;
+      if (n > 0 && in[0].data != out) std::memcpy(out, in[0].data, n * ByteWidth(ot));
+      return true;
+    case Opcode::kConvert:
+      return n_in == 1 && !in[0].scalar && ConvertSpan(in[0].type, ot, in[0].data, out, n);
+    case Opcode::kCompare:
+      if (n_in != 2 || !instr.attrs().comparison_direction) return false;
+      return CompareSpan(*instr.attrs().comparison_direction,
+                         instr.attrs().comparison_type == "TOTALORDER", in[0], in[1], ot, out, n);
+    case Opcode::kSelect: return n_in == 3 && SelectSpan(in[0], in[1], in[2], ot, out, n);
+    case Opcode::kClamp: return n_in == 3 && ClampSpan(in[0], in[1], in[2], ot, out, n);
+    default: break;
+  }
+  switch (GetOpcodeFamily(op)) {
+    case OpcodeFamily::kElementwiseUnary: return n_in == 1 && UnarySpan(op, in[0], ot, out, n);
+    case OpcodeFamily::kElementwiseBinary:
+      return n_in == 2 && BinarySpan(op, in[0], in[1], ot, out, n);
+    default: return false;
+  }
+}
+
+namespace {
+
+// Runs k's elementwise op through ElementwiseSpan on whole arrays. The output
+// takes operand `take`'s buffer when it may (else `alt`'s, else a fresh one):
+// ElementwiseSpan allows same-index aliasing. An operand of one element
+// feeding a larger result is read as a scalar (select's predicate, clamp's
+// bounds).
+StatusOr<Literal> RunSpan(KernelArgs& k, int take, int alt, PrimitiveType type_for_error) {
+  const int n_in = static_cast<int>(k.ops.size());
+  if (n_in > 3) return InstrError(k.instr, "too many operands");
+  const int64_t n = k.shape().ElementCount();
+  SpanOperand ops[3];
+  // Views first: the output may be moved out of an operand below.
+  for (int i = 0; i < n_in; ++i)
+    ops[i] = {k.op(i).raw(), k.op(i).element_type(), k.op(i).element_count() == 1 && n != 1};
+  Literal out = take >= 0 && k.donatable[take] ? k.TakeOrAllocate(take)
+                : alt >= 0                     ? k.TakeOrAllocate(alt)
+                                               : Literal::Uninitialized(k.shape());
+  if (!ElementwiseSpan(k.instr, ops, n_in, out.element_type(), out.raw(), n))
+    return OpTypeError(k.instr, type_for_error);
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Literal> EvalUnary(KernelArgs& k) {
+  return RunSpan(k, 0, -1, k.op(0).element_type());
+}
+
+StatusOr<Literal> EvalBinary(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  PrimitiveType t = k.op(0).element_type();
+  if (k.op(1).element_type() != t || k.op(0).element_count() != k.op(1).element_count())
+    return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
+                                 k.op(1).shape().ToString(false) + " differ");
+  return RunSpan(k, 0, 1, t);
+}
+
+StatusOr<Literal> EvalCompare(KernelArgs& k) {
+  const Instruction& instr = k.instr;
+  if (!instr.attrs().comparison_direction)
+    return InstrError(instr, "compare needs a direction");
+  PrimitiveType t = k.op(0).element_type();
+  if (k.op(1).element_type() != t || k.op(0).element_count() != k.op(1).element_count())
+    return InstrError(instr, "operands " + k.op(0).shape().ToString(false) + " and " +
+                                 k.op(1).shape().ToString(false) + " differ");
+  return RunSpan(k, 0, 1, t);
+}
+
+StatusOr<Literal> EvalSelect(KernelArgs& k) {
+  const Literal& pred = k.op(0);
+  if (pred.element_type() != PrimitiveType::PRED)
+    return InstrError(k.instr, "select predicate must be pred");
+  int64_t n = k.op(1).element_count();
+  if (k.op(2).element_count() != n || (pred.element_count() != n && pred.element_count() != 1))
+    return InstrError(k.instr, "select operand shapes differ");
+  return RunSpan(k, 1, 2, k.op(1).element_type());
+}
+
+StatusOr<Literal> EvalClamp(KernelArgs& k) {
+  PrimitiveType t = k.op(1).element_type();
+  int64_t n = k.op(1).element_count();
+  const Literal *lo = &k.op(0), *hi = &k.op(2);
+  if (lo->element_type() != t || hi->element_type() != t ||
+      (lo->element_count() != n && lo->element_count() != 1) ||
+      (hi->element_count() != n && hi->element_count() != 1))
+    return InstrError(k.instr, "clamp operand shapes differ");
+  return RunSpan(k, 1, -1, t);
+}
+
+Literal ConvertLiteral(const Literal& in, PrimitiveType to) {
+  PrimitiveType from = in.element_type();
+  if (from == to) return in;
+  if (IsComplex(from) || IsComplex(to)) return ConvertComplex(in, to);  // kernels_complex.cc
+  Shape s = in.shape();
+  s.set_element_type(to);
   Literal out = Literal::Uninitialized(s);
-  DispatchCompute(from, [&]<typename From>() { ConvertFrom<From>(in.data<From>(), out, n); });
+  // Sub-byte and other unsupported types have no conversion: zeros.
+  if (!ConvertSpan(from, to, in.raw(), out.raw(), in.element_count())) return Literal(s);
   return out;
 }
 

@@ -181,8 +181,7 @@ StatusOr<Literal> EvalScatter(KernelArgs& k) {
 
   std::vector<Literal> outs;
   for (size_t i = 0; i < n; ++i) {
-    if (k.donatable[i]) outs.push_back(std::move(*k.ops[i]));
-    else outs.push_back(*k.ops[i]);
+    outs.push_back(TakeOrCopy(k, static_cast<int>(i)));
   }
   const Computation* comb = instr.to_apply();
   // `to_apply` returning its second parameter is a plain overwrite.

@@ -226,6 +226,17 @@ TEST(StridedCopy, Rank2TransposesAroundTileBoundaries) {
       }
 }
 
+// The transposing walk's tiles are 256 (128 for 8-byte, 64 for 16-byte
+// elements) along the destination-contiguous dim by 8 to 32 along the
+// source-contiguous one, with 8x8 / 4x4 register blocks inside: sizes just
+// around each of those edges.
+TEST(StridedCopy, Rank2TransposesAroundLongTileBoundaries) {
+  const int64_t sizes[] = {1, 7, 8, 9, 31, 33, 63, 65, 127, 128, 129, 255, 256, 257, 300};
+  for (int64_t elem : kElemWidths)
+    for (int64_t a : sizes)
+      for (int64_t b : sizes) EXPECT_TRUE(TransposeMatches({a, b}, {1, 0}, elem));
+}
+
 TEST(StridedCopy, Rank3AllPermutations) {
   const int64_t sizes[] = {1, 16, 17, 33, 65};
   for (int64_t elem : kElemWidths)
