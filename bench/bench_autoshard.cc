@@ -4,7 +4,9 @@
 // candidate, and, measured in the same run, the two ways of making the
 // per-candidate copy: Module::Clone (what the evaluator does) and printing
 // then re-parsing the text (what it did before). The evaluation's time with
-// the old copy is estimated as evaluate - clone + print/parse.
+// the old copy is estimated as evaluate - clone + print/parse. Also the
+// exact planner (--solver ilp): building the strategy graph and solving its
+// ILP, against the same candidate evaluation.
 #include <benchmark/benchmark.h>
 
 #include "bench_clock.h"
@@ -16,6 +18,8 @@
 #include <vector>
 
 #include "autoshard/decision_space.h"
+#include "autoshard/ilp.h"
+#include "autoshard/strategy_graph.h"
 #include "autoshard/objective.h"
 #include "compiler/compile.h"
 #include "text/parser.h"
@@ -68,6 +72,18 @@ void BM_CopyByPrintParse(benchmark::State& state) {
 }
 BENCHMARK(BM_CopyByPrintParse)->Unit(benchmark::kMillisecond);
 
+// Graph + ILP; false when the solve found no plan.
+bool SolveExact(const Setup& s) {
+  auto g = autoshard::BuildStrategyGraph(*s.module, s.space, autoshard::MachineModel{});
+  if (!g.ok()) return false;
+  return !autoshard::SolveStrategyGraph(*g, autoshard::MachineModel{}, {}).choice.empty();
+}
+
+void BM_ExactSolve(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(SolveExact(TheSetup()));
+}
+BENCHMARK(BM_ExactSolve)->Unit(benchmark::kMillisecond);
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -82,7 +98,7 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   // Interleaved repetitions, so machine load hits the three alike.
   Setup& s = TheSetup();
-  std::vector<double> eval, clone, reparse;
+  std::vector<double> eval, clone, reparse, exact;
   auto time = [](const std::function<void()>& f) {
     double start = ThreadSeconds();
     f();
@@ -94,12 +110,13 @@ int main(int argc, char** argv) {
     clone.push_back(time([&] { benchmark::DoNotOptimize(s.module->Clone()); }));
     reparse.push_back(
         time([&] { benchmark::DoNotOptimize(ParseModuleText(PrintModule(*s.module))); }));
+    exact.push_back(time([&] { ok &= SolveExact(s); }));
   }
   if (!ok) {
     std::fprintf(stderr, "bench_autoshard: the candidate did not evaluate\n");
     return 1;
   }
-  const double e = Median(eval), c = Median(clone), r = Median(reparse);
+  const double e = Median(eval), c = Median(clone), r = Median(reparse), x = Median(exact);
   const double before = e - c + r;
   int64_t instructions = 0;
   for (const auto& comp : s.module->computations()) instructions += comp->instruction_count();
@@ -108,5 +125,8 @@ int main(int argc, char** argv) {
   std::printf("per candidate: evaluate %.2f ms (copy by Clone %.2f ms); with print+parse copy "
               "%.2f ms would be %.2f ms: %.2fx candidates per second\n",
               e * 1e3, c * 1e3, r * 1e3, before * 1e3, before / e);
+  std::printf("exact planner (strategy graph + ILP, CPU time): %.2f ms = %.1f candidate "
+              "evaluations\n",
+              x * 1e3, x / e);
   return 0;
 }

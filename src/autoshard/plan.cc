@@ -109,8 +109,9 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   ilp.memory_limit_bytes = machine.memory_limit_bytes;
   // The ILP counts parameters, outputs and the largest other value, less
   // than the evaluated peak: when the plan's real peak breaks the cap, the
-  // ILP's cap shrinks by the overshoot and it solves again (a few times).
-  const int max_solves = machine.memory_limit_bytes > 0 && !options.relax ? 4 : 1;
+  // ILP's cap becomes that plan's estimate less the overshoot, and it solves
+  // again (a few times; the last plan stands, over the cap, if none fits).
+  const int max_solves = machine.memory_limit_bytes > 0 && !options.relax ? 6 : 1;
   for (int solve = 0; solve < max_solves; ++solve) {
     IlpResult sol = SolveStrategyGraph(g, machine, ilp);
     ++r.solves;
@@ -149,9 +150,10 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
     r.eval = evaluator_->EvaluateSpec(r.spec);
     r.ilp = std::move(sol);
     if (max_solves == 1 || !r.eval.ok || r.eval.feasible) break;
-    const double over = static_cast<double>(r.eval.peak_memory_bytes) /
-                        static_cast<double>(machine.memory_limit_bytes);
-    ilp.memory_limit_bytes = static_cast<int64_t>(static_cast<double>(ilp.memory_limit_bytes) / over);
+    // The next plan's estimate must be below this one's by the overshoot.
+    const int64_t over = r.eval.peak_memory_bytes - machine.memory_limit_bytes;
+    ilp.memory_limit_bytes = static_cast<int64_t>(r.ilp.cost.memory_bytes) - over;
+    if (ilp.memory_limit_bytes <= 0) break;
   }
   return r;
 }

@@ -452,7 +452,7 @@ int RunAutoshard(AutoshardFlags flags) {
   else if (lp_bound && lp_bound->status == autoshard::IlpStatus::kOptimal)
     bound = lp_bound->bound_seconds;
   if (bound && r.best_eval.ok && r.best_eval.time_seconds > 0)
-    gap = std::max(0.0, (r.best_eval.time_seconds - *bound) / r.best_eval.time_seconds);
+    gap = (r.best_eval.time_seconds - *bound) / r.best_eval.time_seconds;
 
   std::vector<std::pair<std::string, Evaluation>> compared;
   for (const auto& [path, spec] : compare_specs)
@@ -597,6 +597,11 @@ int RunAutoshard(AutoshardFlags flags) {
                   flags.solver == "ilp" ? "CBC's best bound" : "LP relaxation",
                   gap ? *gap * 100 : 0.0);
     os << buf;
+    // The bound holds for the ILP's cost model, not for the partitioner: a
+    // plan the partitioner does better than the model thinks can beat it.
+    if (gap && *gap < 0)
+      os << "         (below the bound: the ILP's model overestimates this plan's partitioned "
+            "program)\n";
   }
   for (const auto& [path, e] : compared) os << "compare " << path << ": " << EvalLine(e) << "\n";
   if (!flags.pipeline_axis.empty()) {
