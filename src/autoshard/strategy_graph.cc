@@ -66,6 +66,43 @@ bool PlannerSkips(Opcode op) {
   }
 }
 
+// A gather's parallel factors (GSPMD's index and operand pass-through):
+// each result batch dim with its indices dim, and each offset dim with the
+// operand dim it slices whole. Indexed operand dims stay replicated.
+bool GatherFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
+  const auto& dn = instr.attrs().gather_dnums;
+  if (!dn || instr.operand_count() != 2 || !dn->operand_batching_dims.empty()) return false;
+  const Shape& operand = instr.operand(0)->shape();
+  const Shape& indices = instr.operand(1)->shape();
+  const auto& sizes = instr.attrs().gather_slice_sizes;
+  if (!operand.IsArray() || !indices.IsArray() ||
+      static_cast<int64_t>(sizes.size()) != operand.rank())
+    return false;
+  auto in = [](const std::vector<int64_t>& v, int64_t x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+  };
+  int64_t index_dim = 0, operand_dim = 0;
+  for (int64_t r = 0; r < instr.shape().rank(); ++r) {
+    PlanFactor f;
+    f.operand_dims = {-1, -1};
+    f.result_dim = r;
+    if (in(dn->offset_dims, r)) {
+      while (operand_dim < operand.rank() && in(dn->collapsed_slice_dims, operand_dim))
+        ++operand_dim;
+      if (operand_dim >= operand.rank()) return false;
+      const int64_t od = operand_dim++;
+      if (sizes[od] != operand.dimensions(od) || in(dn->start_index_map, od)) continue;
+      f.operand_dims[0] = od;
+    } else {
+      if (index_dim == dn->index_vector_dim) ++index_dim;
+      if (index_dim >= indices.rank()) return false;
+      f.operand_dims[1] = index_dim++;
+    }
+    out->push_back(std::move(f));
+  }
+  return true;
+}
+
 // The factors of `instr` the planner assigns axes to; false when the op is
 // opaque.
 bool PlanFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
@@ -99,6 +136,8 @@ bool PlanFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
         if (same) out->push_back(std::move(p));
       }
       return true;
+    case RuleKind::kGather:
+      return GatherFactors(instr, out);
     case RuleKind::kReshape:
       // The major dims of each compound group move together.
       for (const auto& c : rule.compound) {

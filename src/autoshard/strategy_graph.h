@@ -18,9 +18,10 @@
 //   ignored), opcode and operand/result shapes agree share one strategy
 //   variable ("class"), and so do the members of one decision group of the
 //   parameters (decision_space.h).
-// Ops without a usable rule (while, call, conditional, gather, scatter,
-// sort, custom-calls, ...) are opaque: one strategy, operands and result
-// replicated.
+// Gathers split their batch dims (with the indices) and the operand dims
+// they slice whole. Ops without a usable rule (while, call, conditional,
+// scatter, sort, custom-calls, ...) are opaque: one strategy, operands and
+// result replicated.
 #pragma once
 
 #include <cstdint>
