@@ -26,6 +26,15 @@ LinkRate MachineModel::CollectiveRate(const std::string& kind, const std::string
   return {collective_latency_seconds, link_bytes_per_second};
 }
 
+MachineProfile MachineModel::AsProfile() const {
+  if (has_profile) return profile;
+  MachineProfile p;
+  p.flops_per_second = flops_per_second;
+  p.memory_bytes_per_second = memory_bytes_per_second;
+  p.link = {collective_latency_seconds, link_bytes_per_second};
+  return p;
+}
+
 void MachineModel::UseProfile(const MachineProfile& p) {
   profile = p;
   has_profile = true;
@@ -91,20 +100,19 @@ Evaluation Evaluator::EvaluateSpec(const ShardSpec& spec_in) const {
   e.flops = cost.flops;
   e.bytes_accessed = cost.bytes_read + cost.bytes_written;
   e.peak_memory_bytes = cost.peak_memory_bytes;
-  e.compute_seconds = cost.flops / machine_.flops_per_second;
-  e.memory_seconds = e.bytes_accessed / machine_.memory_bytes_per_second;
+  const StepTime t = EstimateStepTime(cost, machine_.AsProfile());
+  e.compute_seconds = t.compute_seconds;
+  e.memory_seconds = t.memory_seconds;
+  e.comm_latency_seconds = t.comm_latency_seconds;
+  e.comm_wire_seconds = t.comm_wire_seconds;
+  e.comm_seconds = t.comm_seconds();
+  e.time_seconds = t.total_seconds();
   for (const CollectiveCost& c : cost.collectives) {
-    const double n = static_cast<double>(c.count);
-    e.wire_bytes += c.wire_bytes * n;
-    const LinkRate rate = machine_.CollectiveRate(c.kind, c.mesh_axes);
-    e.comm_latency_seconds += n * rate.latency_seconds;
-    e.comm_wire_seconds += n * c.wire_bytes / rate.bytes_per_second;
-    e.comm_seconds += n * (rate.latency_seconds + c.wire_bytes / rate.bytes_per_second);
+    e.wire_bytes += c.wire_bytes * static_cast<double>(c.count);
     e.num_collectives += c.count;
     e.collectives_by_kind[c.kind] += c.count;
   }
   e.wire_bytes_by_axis = cost.wire_bytes_by_axis;
-  e.time_seconds = std::max(e.compute_seconds, e.memory_seconds) + e.comm_seconds;
   e.feasible = machine_.memory_limit_bytes <= 0 ||
                e.peak_memory_bytes <= machine_.memory_limit_bytes;
   return e;

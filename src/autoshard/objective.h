@@ -37,6 +37,9 @@ struct MachineModel {
   // The latency and bandwidth of a collective (kind and axes as the cost
   // model names them), and the seconds of one execution.
   LinkRate CollectiveRate(const std::string& kind, const std::string& axes) const;
+  // The profile the objective prices with: the calibrated one, or the four
+  // rates above as a profile with no per-collective entries.
+  MachineProfile AsProfile() const;
   double CollectiveSeconds(const std::string& kind, const std::string& axes,
                            double wire_bytes) const {
     const LinkRate r = CollectiveRate(kind, axes);

@@ -24,6 +24,7 @@ struct ReportCliOptions {
   bool partitioned = false;
   bool json = false;
   std::string html;
+  std::string profile;  // --profile: estimate the step time with these rates
   ShardFlags shard;
 };
 
@@ -142,11 +143,41 @@ void PrintWireByAxisAndKind(const ReportData& d, std::ostream& os) {
   os << cell;
 }
 
+// With --profile: the estimated step time, as the planner's objective
+// computes it, per device against one device running everything.
+void PrintStepTime(const ReportData& d, std::ostream& os) {
+  if (!d.profile) return;
+  auto line = [&](const char* what, const StepTime& t) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "  %-12s %10.4g us = max(compute %.4g us, memory %.4g us) + communication "
+                  "%.4g us (latency %.4g us, bandwidth %.4g us)\n",
+                  what, t.total_seconds() * 1e6, t.compute_seconds * 1e6,
+                  t.memory_seconds * 1e6, t.comm_seconds() * 1e6,
+                  t.comm_latency_seconds * 1e6, t.comm_wire_seconds * 1e6);
+    os << buf;
+  };
+  os << "\nestimated step time (machine profile " << d.profile->Describe() << "):\n";
+  const StepTime per_device = EstimateStepTime(d.per_device, *d.profile);
+  line("per device", per_device);
+  if (!d.input_partitioned) {
+    const StepTime one = EstimateStepTime(d.unpartitioned, *d.profile);
+    line("one device", one);
+    if (per_device.total_seconds() > 0) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "  speedup      %.3gx over one device\n",
+                    one.total_seconds() / per_device.total_seconds());
+      os << buf;
+    }
+  }
+}
+
 void PrintText(const ReportData& d, std::ostream& os) {
   os << "report for " << d.file << ": " << d.num_partitions << " partitions, mesh "
      << d.mesh.ToString() << (d.input_partitioned ? " (input already partitioned)" : "")
      << "\n\n";
   PrintSummary(d, os);
+  PrintStepTime(d, os);
   PrintMemoryByKind(d, os);
   PrintCollectiveGroups(d, os);
   PrintWireByAxisAndKind(d, os);
@@ -221,6 +252,11 @@ int RunReport(const ReportCliOptions& opts) {
   if (!pipeline.ok()) return ReportError(pipeline.status());
   ropts.pipeline = *pipeline;
   ReportData d;
+  if (!opts.profile.empty()) {
+    StatusOr<MachineProfile> profile = ReadMachineProfile(opts.profile);
+    if (!profile.ok()) return ReportError(profile.status());
+    d.profile = std::move(*profile);
+  }
   if (Status st = BuildReport(std::move(module), ropts, &d); !st.ok()) return ReportError(st);
 
   if (!opts.html.empty()) {
@@ -250,6 +286,9 @@ const bool registered = RegisterCommand(
                     "automatically for meshsplit partition output)");
       app->add_flag("--json", opts->json, "print one JSON object (docs/report.md)");
       app->add_option("--html", opts->html, "also write a self-contained HTML report");
+      app->add_option("--profile", opts->profile,
+                      "estimate the step time with a machine profile written by "
+                      "'meshsplit calibrate' (docs/calibrate.md)");
       AddShardFlags(app, &opts->shard);
       return [opts]() { return RunReport(*opts); };
     });

@@ -45,6 +45,19 @@ std::string MachineProfile::Describe() const {
   return out + ")";
 }
 
+StepTime EstimateStepTime(const ModuleCost& cost, const MachineProfile& p) {
+  StepTime t;
+  t.compute_seconds = cost.flops / p.flops_per_second;
+  t.memory_seconds = (cost.bytes_read + cost.bytes_written) / p.memory_bytes_per_second;
+  for (const CollectiveCost& c : cost.collectives) {
+    const LinkRate r = p.RateFor(c.kind, c.mesh_axes);
+    const double n = static_cast<double>(c.count);
+    t.comm_latency_seconds += n * r.latency_seconds;
+    t.comm_wire_seconds += n * c.wire_bytes / r.bytes_per_second;
+  }
+  return t;
+}
+
 std::string MachineProfileToJson(const MachineProfile& p) {
   nlohmann::ordered_json j;
   j["meshsplit_machine_profile"] = kFormatVersion;

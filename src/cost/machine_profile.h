@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "cost/cost_model.h"
 #include "support/status.h"
 
 namespace meshsplit {
@@ -48,6 +49,21 @@ struct MachineProfile {
   // One line for reports: "defaults" or "FILE (threads, data=2,model=4, 2026-12-02T07:40Z)".
   std::string Describe() const;
 };
+
+// The estimated step time of a costed program under a profile: a roofline
+// over the whole program plus the collectives, which do not overlap with it.
+// The planner's objective and `report --profile` both use this.
+struct StepTime {
+  double compute_seconds = 0;       // flops / flops_per_second
+  double memory_seconds = 0;        // (bytes read + written) / memory bandwidth
+  double comm_latency_seconds = 0;  // sum of count * latency
+  double comm_wire_seconds = 0;     // sum of count * wire / bandwidth
+  double comm_seconds() const { return comm_latency_seconds + comm_wire_seconds; }
+  double total_seconds() const {
+    return (compute_seconds > memory_seconds ? compute_seconds : memory_seconds) + comm_seconds();
+  }
+};
+StepTime EstimateStepTime(const ModuleCost& cost, const MachineProfile& profile);
 
 // The profile's JSON document (docs/calibrate.md).
 std::string MachineProfileToJson(const MachineProfile& profile);

@@ -194,6 +194,22 @@ nlohmann::ordered_json ReportJson(const ReportData& d) {
   j["parameters"] = arrays(EntryParameterViews(d));
   j["outputs"] = arrays(EntryOutputViews(d));
   if (!d.pipeline.loops.empty()) j["pipeline"] = PipelineJson(d.pipeline);
+  if (d.profile) {
+    auto step = [&](const ModuleCost& c) {
+      const StepTime t = EstimateStepTime(c, *d.profile);
+      return nlohmann::ordered_json{{"time_seconds", t.total_seconds()},
+                                    {"compute_seconds", t.compute_seconds},
+                                    {"memory_seconds", t.memory_seconds},
+                                    {"comm_seconds", t.comm_seconds()},
+                                    {"comm_latency_seconds", t.comm_latency_seconds},
+                                    {"comm_wire_seconds", t.comm_wire_seconds}};
+    };
+    nlohmann::ordered_json st;
+    st["profile"] = d.profile->Describe();
+    st["per_device"] = step(d.per_device);
+    if (!d.input_partitioned) st["unpartitioned"] = step(d.unpartitioned);
+    j["step_time"] = std::move(st);
+  }
   j["notes"] = d.per_device.notes;
   return j;
 }

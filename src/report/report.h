@@ -12,6 +12,7 @@
 
 #include "cost/collective_cause.h"
 #include "cost/cost_model.h"
+#include "cost/machine_profile.h"
 #include "ir/module.h"
 #include "compiler/compile.h"
 #include "partitioner/partitioner.h"
@@ -35,6 +36,8 @@ struct ReportData {
   ModuleCost unpartitioned;
   std::vector<CollectiveCause> causes;  // parallel to per_device.collectives
   PipelineReport pipeline;              // the pipelined loops, if any
+  // `report --profile`: the rates the step time is estimated with.
+  std::optional<MachineProfile> profile;
 };
 
 struct ReportOptions {
