@@ -1,4 +1,5 @@
-// `meshsplit partition FILE [--num-partitions N] [--no-propagate] [--strict]`:
+// `meshsplit partition FILE [--num-partitions N] [--no-propagate] [--strict]
+// [--check-collectives]`:
 // loads a module, completes its shardings (sharding propagation), partitions
 // it and prints the SPMD program (the compile pipeline, compiler/compile.h).
 #include <iostream>
@@ -15,6 +16,7 @@ struct PartitionCliOptions {
   std::string file;
   bool no_propagate = false;
   bool strict = false;
+  bool check_collectives = false;
   std::string output;
   ShardFlags shard;
 };
@@ -23,9 +25,13 @@ int RunPartition(const PartitionCliOptions& opts) {
   CompileOptions options = CompileOptionsFor(opts.shard);
   options.propagate = !opts.no_propagate;
   options.partition.strict = opts.strict;
+  options.check_collectives = opts.check_collectives;
   std::unique_ptr<Module> module;
   auto compiled = CompileFile(opts.file, options, &module);
   if (!compiled.ok()) return ReportError(compiled.status());
+  if (opts.check_collectives)
+    std::cerr << "collective check: " << compiled->collectives << " collectives, "
+              << compiled->collectives_checked << " compared with a sharding, all agree\n";
   return WriteOutput(opts.output, PrintModule(*compiled->partitioned));
 }
 
@@ -41,6 +47,9 @@ const bool registered = RegisterCommand(
                     "partition with the annotations as given (unannotated = replicated)");
       app->add_flag("--strict", opts->strict,
                     "fail instead of replicating ops that have no partitioning rule");
+      app->add_flag("--check-collectives", opts->check_collectives,
+                    "fail when a collective's groups disagree with the shardings of the "
+                    "values it serves (verify always checks)");
       AddOutputFlag(app, &opts->output);
       AddShardFlags(app, &opts->shard);
       return [opts]() { return RunPartition(*opts); };

@@ -2,6 +2,8 @@
 // pass from the table in turn, then the partitioner beside the input.
 #include "compiler/compile.h"
 
+#include "compiler/collective_check.h"
+
 #include "compiler/partition_count.h"
 #include "compiler/passes.h"
 #include "import/load.h"
@@ -100,6 +102,13 @@ Status Compile(Module& module, const CompileOptions& options, CompileResult* res
         if (!valid.ok())
           return fail(name, Status::Error("the partitioned module is ill-formed: " +
                                           valid.ToString()));
+      }
+      if (options.check_collectives) {
+        CollectiveCheckResult check =
+            CheckCollectives(**partitioned, &module, (*partitioned)->num_partitions());
+        out.collectives = check.collectives;
+        out.collectives_checked = check.checked;
+        if (!check.ok()) return fail("check-collectives", check.ToStatus());
       }
       out.partitioned = std::move(partitioned).value();
       continue;

@@ -83,6 +83,10 @@ struct CompileOptions {
   // Run the IR verifier on the partitioned program: running an ill-typed
   // program could corrupt memory (kernels trust the declared shapes).
   bool verify_output = false;
+  // Check every collective of the partitioned program against the shardings
+  // it serves (compiler/collective_check.h); a disagreement fails the
+  // compile with failed_pass "check-collectives". verify always asks.
+  bool check_collectives = false;
 
   // pipeline: split the model's layer loops over a stage axis of the mesh
   // (docs/pipeline.md). `pipeline` (the --pipeline flag) wins over the
@@ -112,6 +116,9 @@ struct CompileResult {
   // rewrote it (verify's one-device reference); null without pipelining.
   PipelineReport pipeline;
   std::unique_ptr<Module> unpipelined;
+  // check_collectives: collectives of the partitioned program, and how many
+  // of them were compared with a sharding (the rest serve no tiled value).
+  int64_t collectives = 0, collectives_checked = 0;
   // The pass that failed, when Compile returned an error ("apply-spec",
   // "verify", "expand-batch-norm", "propagate", "partition").
   std::string failed_pass;

@@ -773,6 +773,7 @@ StatusOr<std::unique_ptr<Module>> PropagateAndPartition(
   options.partition.strict = strict;
   options.partition.warn_on_fallback = false;
   options.verify_output = true;
+  options.check_collectives = true;
   CompileResult result;
   Status status = Compile(module, options, &result);
   if (!status.ok()) {
