@@ -43,6 +43,10 @@ const std::vector<RandomOpKind> kKinds = {
     // ragged-dot in its three modes (ragged non-contracting / contracting /
     // batch dim) with s32 group sizes from a parameter.
     {"ragged_dot", true, ""},
+    // Row gathers and add-scatters along a random operand dim, with one or
+    // two batch dims of indices; operand, indices and updates are fresh
+    // parameters, each with its own random sharding, so the three disagree.
+    {"gather", true, ""},       {"scatter", true, ""},
 };
 
 struct Value {
@@ -176,6 +180,24 @@ class Generator {
       if (divs.size() > 2) {
         int64_t a = divs[Uniform(1, divs.size() - 2)];
         return "<=[" + std::to_string(a) + "," + std::to_string(n_ / a) + "]T(1,0)";
+      }
+    }
+    if (r < 0.87) {
+      // Three-way transposed iota, n = a * b * c read in a random non-identity
+      // order ([2,2,4]<=[2,2,4]T(2,1,0), <=[4,2,2]T(1,0,2), ...): the device
+      // orders XLA's mesh reshapes produce on 8 and 16 devices.
+      std::vector<int64_t> divs = Divisors(n_);
+      if (divs.size() > 3) {
+        int64_t a = divs[Uniform(1, divs.size() - 2)];
+        std::vector<int64_t> rest = Divisors(n_ / a);
+        if (rest.size() > 2) {
+          int64_t b = rest[Uniform(1, rest.size() - 2)];
+          std::vector<int64_t> perm = {0, 1, 2};
+          while (perm == std::vector<int64_t>{0, 1, 2}) std::shuffle(perm.begin(), perm.end(), rng_);
+          return "<=[" + std::to_string(a) + "," + std::to_string(b) + "," +
+                 std::to_string(n_ / a / b) + "]T(" + std::to_string(perm[0]) + "," +
+                 std::to_string(perm[1]) + "," + std::to_string(perm[2]) + ")";
+        }
       }
     }
     std::vector<int64_t> ids(n_);
@@ -583,7 +605,53 @@ class Generator {
     if (kind == "partial_sum") return EmitPartialSum();
     if (kind == "cholesky" || kind == "triangular_solve") return EmitLinalg(kind);
     if (kind == "ragged_dot") return EmitRaggedDot();
+    if (kind == "gather" || kind == "scatter") return EmitGatherScatter(kind == "scatter");
     return false;
+  }
+
+  // gather of slices that drop operand dim d (one index per slice, s32 in
+  // [-4, 4]: out of range starts are clamped), or the matching scatter with
+  // an add combiner (out of range rows are skipped). Indices have one or two
+  // batch dims; the slice keeps the other operand dims whole.
+  bool EmitGatherScatter(bool scatter) {
+    std::vector<int64_t> od = RandomDims(1);
+    const int64_t r = static_cast<int64_t>(od.size());
+    const int64_t d = Uniform(0, r - 1);
+    std::vector<int64_t> batch = {Uniform(1, o_.max_dim)};
+    if (Coin(0.4)) batch.push_back(Uniform(1, 4));
+    const int64_t nb = static_cast<int64_t>(batch.size());
+    const std::string type = Coin(0.8) ? "f32" : "s32";
+    std::string operand = NewParam(type, od).name;
+    std::vector<int64_t> idims = batch;
+    idims.push_back(1);
+    std::string indices = NewParam("s32", idims).name;
+    // Window dims: the operand's dims but d, after the batch dims.
+    std::vector<int64_t> window_shape = batch, window_dims, slice_sizes;
+    for (int64_t i = 0; i < r; ++i) {
+      slice_sizes.push_back(i == d ? 1 : od[i]);
+      if (i == d) continue;
+      window_dims.push_back(static_cast<int64_t>(window_shape.size()));
+      window_shape.push_back(od[i]);
+    }
+    const std::string dd = "{" + std::to_string(d) + "}";
+    Value out;
+    out.type = type;
+    if (!scatter) {
+      out.dims = window_shape;
+      Add(out, "gather(" + operand + ", " + indices + "), offset_dims=" + ListText(window_dims) +
+                   ", collapsed_slice_dims=" + dd + ", start_index_map=" + dd +
+                   ", index_vector_dim=" + std::to_string(nb) +
+                   ", slice_sizes=" + ListText(slice_sizes));
+      return true;
+    }
+    std::string updates = NewParam(type, window_shape).name;
+    out.dims = od;
+    out.exact = type != "f32";  // duplicate rows sum in an unspecified order
+    Add(out, "scatter(" + operand + ", " + indices + ", " + updates +
+                 "), update_window_dims=" + ListText(window_dims) + ", inserted_window_dims=" +
+                 dd + ", scatter_dims_to_operand_dims=" + dd +
+                 ", index_vector_dim=" + std::to_string(nb) + ", to_apply=add_" + type);
+    return true;
   }
 
   // ragged-dot on fresh parameters, the mode chosen at random: rows of lhs

@@ -2,10 +2,12 @@
 // for differential testing of propagation + partitioning against the
 // single-device interpreter (verify/verify.h). Modules are small DAGs of
 // elementwise, broadcast, reshape, transpose, reduce, dot, iota, constant,
-// select, compare, convert, slice and concatenate ops over shapes that often
+// select, compare, convert, slice, concatenate, gather and scatter ops (and
+// more, see kKinds) over shapes that often
 // do not divide by the tile counts; shardings are tiled on random dims,
 // partially replicated, replicated or maximal, on meshes of 1..16 devices
-// with iota, transposed-iota or permuted device orders. The generator emits
+// with iota, transposed-iota (two- and three-way) or permuted device orders.
+// The generator emits
 // HLO text, which is what a failing test prints.
 #pragma once
 

@@ -129,6 +129,57 @@ Sharding RandomArraySharding(const std::vector<int64_t>& dims, int64_t n, Rng& r
   return partial ? Sharding::PartialTile(devices) : Sharding::Tile(devices);
 }
 
+// A partially replicated tiling in a transposed multi-way iota order, the
+// class the plain draw above reaches rarely at once: tiles on 1-2 dims over a
+// proper divisor of n, the rest of the devices a replicated subgroup, the
+// device array (tiles + subgroup, often 3-D) filled from iota reshaped to
+// every prime factor of n (grouped into at most 3 dims) read in a shuffled
+// order, e.g. [2,2,4]<=[2,2,4]T(2,1,0) or [4,2,2]<=[2,4,2]T(1,0,2) on 16.
+// Falls back to RandomArraySharding when n has fewer than two prime factors.
+Sharding RandomStructuredSharding(const std::vector<int64_t>& dims, int64_t n, Rng& rng) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  std::vector<int64_t> primes = PrimeFactors(n);
+  if (rank == 0 || primes.size() < 2) return RandomArraySharding(dims, n, rng);
+  rng.Shuffle(primes);
+  // The first k primes tile, the rest replicate (at least one each).
+  const int64_t k = rng.Uniform(1, static_cast<int64_t>(primes.size()) - 1);
+  std::vector<int64_t> tiled_dims;
+  for (int64_t d = 0; d < rank; ++d) tiled_dims.push_back(d);
+  rng.Shuffle(tiled_dims);
+  tiled_dims.resize(std::min<int64_t>(rank, rng.Uniform(1, 2)));
+  std::vector<int64_t> array(rank, 1);
+  int64_t replicated = 1;
+  for (int64_t i = 0; i < static_cast<int64_t>(primes.size()); ++i) {
+    if (i < k) array[tiled_dims[rng.Uniform(0, tiled_dims.size() - 1)]] *= primes[i];
+    else replicated *= primes[i];
+  }
+  array.push_back(replicated);
+  std::vector<int64_t> reshape;
+  const int64_t parts = std::min<int64_t>(static_cast<int64_t>(primes.size()), 3);
+  reshape.assign(parts, 1);
+  for (size_t i = 0; i < primes.size(); ++i)
+    reshape[i < static_cast<size_t>(parts) ? i : rng.Uniform(0, parts - 1)] *= primes[i];
+  std::vector<int64_t> perm(parts);
+  std::iota(perm.begin(), perm.end(), 0);
+  while (std::is_sorted(perm.begin(), perm.end())) rng.Shuffle(perm);
+  return Sharding::PartialTile(TileAssignment::Iota(array, reshape, perm));
+}
+
+// The ops whose operands an op-focused variant shards independently.
+bool IsFocusOp(const Instruction& i) {
+  switch (i.opcode()) {
+    case Opcode::kGather:
+    case Opcode::kScatter:
+    case Opcode::kReshape:
+    case Opcode::kDynamicSlice:
+    case Opcode::kDot:
+    case Opcode::kConvolution:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void CollectLeaves(const Shape& s, std::vector<const Shape*>& out) {
   if (s.IsTuple()) {
     for (const Shape& e : s.tuple_shapes()) CollectLeaves(e, out);
@@ -475,6 +526,32 @@ std::vector<ShardingMutation> MutateShardings(Module& module, int64_t num_partit
     for (size_t k = 0; k < candidates.size() && out.empty(); ++k) {
       Instruction* i = candidates[(start + k) % candidates.size()];
       if (!manual || i->has_sharding()) change(i);
+    }
+  }
+  // An op-focused variant (a fifth, when the module has one of the ops):
+  // up to three gathers, scatters, reshapes, dynamic-slices, dots or
+  // convolutions get a partially replicated, transposed-iota sharding on
+  // their result and on every array operand, each drawn on its own, so the
+  // operands of one op disagree with each other and with the result.
+  std::vector<Instruction*> focus;
+  for (Instruction* i : candidates)
+    if (IsFocusOp(*i) && !manual) focus.push_back(i);
+  if (!focus.empty() && rng.Coin(0.2)) {
+    rng.Shuffle(focus);
+    if (focus.size() > 3) focus.resize(3);
+    auto structured = [&](Instruction* i) {
+      if (!i->shape().IsArray() || i->shape().element_type() == PrimitiveType::TOKEN) return;
+      if (std::find(candidates.begin(), candidates.end(), i) == candidates.end()) return;
+      Sharding s = RandomStructuredSharding(i->shape().dimensions(), num_partitions, rng);
+      ShardingMutation m{i->name(), ShardingText(*i), s.ToString(false)};
+      if (m.before == m.after) return;
+      i->set_sharding(s);
+      out.push_back(std::move(m));
+      rewritten.push_back(i);
+    };
+    for (Instruction* op : focus) {
+      structured(op);
+      for (Instruction* operand : op->operands()) structured(operand);
     }
   }
   if (new_count) {

@@ -4,7 +4,8 @@
 // single-device interpreter (verify/verify.h). A failure prints the seed, the
 // verdict and the module text, so it can be replayed with
 // `meshsplit verify FILE --num-partitions N [--no-propagate]`.
-// MESHSPLIT_DIFF_SEEDS=a:b overrides the seed range [a, b).
+// MESHSPLIT_DIFF_SEEDS=a:b overrides the seed range [a, b);
+// MESHSPLIT_DIFF_PRINT=1 prints each module first.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -41,10 +42,17 @@ TEST(SpmdDifferential, ThousandRandomModules) {
       end = std::stoull(s.substr(colon + 1));
     }
   }
+  // MESHSPLIT_DIFF_PRINT=1 prints every module before it runs (a crash's
+  // module is the last one printed).
+  const bool print = std::getenv("MESHSPLIT_DIFF_PRINT") != nullptr;
   int64_t failures = 0;
   std::map<std::string, int64_t> by_status;
   for (uint64_t seed = begin; seed < end; ++seed) {
     RandomCase c = GenerateRandomCase(seed);
+    if (print) std::printf("seed %llu (%lld partitions, %s):\n%s", static_cast<unsigned long long>(seed),
+                           static_cast<long long>(c.num_partitions),
+                           c.propagate ? "propagate" : "no-propagate", c.text.c_str());
+    if (print) std::fflush(stdout);
     auto m = ParseModuleText(c.text);
     ASSERT_TRUE(m.ok()) << "seed " << seed << ": " << m.status().ToString() << "\n" << c.text;
     VerifyResult r = VerifyModule(**m, VerifyOptionsFor(c, seed));

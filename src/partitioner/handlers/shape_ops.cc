@@ -57,6 +57,11 @@ std::optional<Sharding> ReshapeOperandSharding(const std::vector<int64_t>& in_di
     for (int64_t d : g.out)
       if (out_dims[d] > 1) real_out.push_back(d);
     if (real_in.empty()) return std::nullopt;
+    // A size-1 dim split into several tiles (all but one empty) has no
+    // operand dim to carry its tile count (it would be lost, and the tile
+    // assignment would no longer cover the devices).
+    for (int64_t o : tiled)
+      if (out_dims[o] == 1) return std::nullopt;
     // One real dim on each side: the same dim renamed, uneven tiles are fine.
     if (real_in.size() == 1 && real_out.size() == 1) {
       in_tiles[real_in[0]] = out.TileDim(real_out[0]);

@@ -186,5 +186,49 @@ TEST(ShardingFuzz, VariantSeedDependsOnAllThree) {
   EXPECT_EQ(VariantSeed(1, "a", 3), VariantSeed(1, "a", 3));
 }
 
+// Op-focused variants: the operand, indices and updates of one scatter
+// (likewise gathers, dots, ...) each get a partially replicated tiling in a
+// transposed multi-way iota order, drawn independently, so that in some
+// variants all three differ: the class of the wrong-scatter report (16
+// devices, a 3-D transposed iota with a replicated subgroup).
+TEST(ShardingFuzz, OpFocusedVariantsShardScatterOperandsDifferently) {
+  const char* text = R"(
+HloModule s, num_partitions=16
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT r = f32[] add(x, y)
+}
+ENTRY e {
+  o = f32[12,8] parameter(0)
+  i = s32[6,1] parameter(1)
+  u = f32[6,8] parameter(2)
+  ROOT s = f32[12,8] scatter(o, i, u), update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=add
+})";
+  auto structured = [](const Instruction* i) {
+    if (!i->has_sharding()) return false;
+    const Sharding& s = *i->sharding();
+    return s.IsTiled() && s.ReplicateOnLastTileDim() &&
+           !s.tile_assignment().HasIdentityPerm() &&
+           s.tile_assignment().reshape_dims().size() >= 3;
+  };
+  int64_t all_three = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    auto m = Parse(text);
+    ASSERT_TRUE(m);
+    MutateShardings(*m, 16, seed);
+    const Instruction* root = m->entry()->root();
+    const Instruction *o = root->operand(0), *i = root->operand(1), *u = root->operand(2);
+    for (const Instruction* x : {root, o, i, u})
+      if (x->has_sharding()) {
+        const int64_t rank = x->shape().rank();
+        EXPECT_TRUE(x->sharding()->Validate(rank, 16).ok()) << x->sharding()->ToString();
+      }
+    if (structured(o) && structured(i) && structured(u) && *o->sharding() != *u->sharding())
+      ++all_three;
+  }
+  EXPECT_GE(all_three, 5);
+}
+
 }  // namespace
 }  // namespace meshsplit
