@@ -11,7 +11,11 @@
 //    {0,3,1,2} (NHWC to NCHW), the same transpose of the activation shape
 //    f32[8,56,56,512] (from a ResNet convolution), a column slice of
 //    f32[8192,4096], a concatenate of two f32[4096,2048] along the columns,
-//    and a copy.
+//    and a copy;
+//  - a chain of elementwise ops with broadcasts (bias add, scale, ReLU,
+//    residual subtract) on f32[4096,4096], run as one fused loop
+//    (runtime/loop_fusion.h) and unfused, vs memcpy of the 64 MiB output:
+//    fused, it reads its input once and writes its output once, as memcpy.
 // Fresh outputs come from the runtime's allocator as in any run (large
 // blocks are reused from its cache after the first iteration); the heap is
 // not tuned here, so what is measured is what a program sees.
@@ -29,6 +33,7 @@
 
 #include "runtime/blas_core.h"
 #include "runtime/interpreter.h"
+#include "runtime/loop_fusion.h"
 #include "text/parser.h"
 
 namespace meshsplit {
@@ -201,6 +206,38 @@ ENTRY e {
                {kAddElems});
 }
 
+const char* kChainModule = R"(HloModule chain
+ENTRY e {
+  x = f32[4096,4096] parameter(0)
+  b = f32[4096] parameter(1)
+  bb = f32[4096,4096] broadcast(b), dimensions={1}
+  a = f32[4096,4096] add(x, bb)
+  k = f32[] constant(0.5)
+  kb = f32[4096,4096] broadcast(k), dimensions={}
+  m = f32[4096,4096] multiply(a, kb)
+  z = f32[] constant(0)
+  zb = f32[4096,4096] broadcast(z), dimensions={}
+  r = f32[4096,4096] maximum(m, zb)
+  ROOT s = f32[4096,4096] subtract(r, x)
+})";
+
+void RunChain(benchmark::State& state, bool fused) {
+  interp::SetLoopFusionEnabled(fused);  // read when each run builds its plan
+  auto m = Parse(kChainModule);
+  Literal x = Filled(Shape(PrimitiveType::F32, {4096, 4096}), 1.0f);
+  Literal b = Filled(Shape(PrimitiveType::F32, {4096}), 2.0f);
+  for (auto _ : state) {
+    auto r = EvaluateBorrowed(*m->entry(), {&x, &b});
+    if (!r.ok()) state.SkipWithError(r.status().message().c_str());
+    benchmark::DoNotOptimize(r->raw());
+  }
+  interp::SetLoopFusionEnabled(true);
+  state.SetBytesProcessed(state.iterations() * kAddElems * 4);
+}
+
+void BM_InterpreterChainFused(benchmark::State& state) { RunChain(state, true); }
+void BM_InterpreterChainUnfused(benchmark::State& state) { RunChain(state, false); }
+
 void BM_MemcpyConvShape(benchmark::State& state) {
   const int64_t n = int64_t{8} * 56 * 56 * 512;
   std::vector<float> src(n, 1.0f), dst(n);
@@ -234,6 +271,8 @@ BENCHMARK(BM_MemcpyConvShape)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_InterpreterSlice)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_InterpreterConcatenate)->Unit(benchmark::kMillisecond)->Repetitions(5);
 BENCHMARK(BM_InterpreterCopy)->Unit(benchmark::kMillisecond)->Repetitions(5);
+BENCHMARK(BM_InterpreterChainFused)->Unit(benchmark::kMillisecond)->Repetitions(5);
+BENCHMARK(BM_InterpreterChainUnfused)->Unit(benchmark::kMillisecond)->Repetitions(5);
 
 // Records the best (lowest) real time per iteration of each benchmark.
 class BestTimeReporter : public benchmark::ConsoleReporter {
@@ -291,6 +330,11 @@ int main(int argc, char** argv) {
               ratio("BM_Memcpy64MiB", "BM_InterpreterConcatenate"));
   std::printf("ratio copy f32[16777216] (memcpy time / interpreter time, target >= 0.7): %.3f\n",
               ratio("BM_Memcpy64MiB", "BM_InterpreterCopy"));
+  std::printf("ratio fused chain f32[4096,4096] (memcpy time / interpreter time, target >= 0.8): "
+              "%.3f\n",
+              ratio("BM_Memcpy64MiB", "BM_InterpreterChainFused"));
+  std::printf("ratio chain fused vs unfused (unfused time / fused time): %.3f\n",
+              ratio("BM_InterpreterChainUnfused", "BM_InterpreterChainFused"));
   benchmark::Shutdown();
   return 0;
 }

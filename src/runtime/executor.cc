@@ -12,6 +12,7 @@
 #include "ir/computation.h"
 #include "runtime/interpreter.h"
 #include "runtime/collective_adapter.h"
+#include "runtime/parallel.h"
 
 extern "C" {
 // OpenBLAS thread control (declared here so only the symbol, not OpenBLAS's
@@ -333,6 +334,11 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     saved_threads = openblas_get_num_threads();
     openblas_set_num_threads(blas_threads);
   }
+  // Intra-op threads (fused loops) split the cores the same way.
+  const int saved_intra_op = interp::IntraOpThreads();
+  interp::SetIntraOpThreads(std::max<int>(
+      1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+             static_cast<int>(num_devices)));
   std::vector<Literal> results(num_devices);
   Status st = RunOnThreads(static_cast<int>(num_devices), [&](int d, Communicator& comm) {
     CollectiveAdapter adapter(comm);
@@ -354,6 +360,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     return Status::Ok();
   });
   if (blas_threads > 0) openblas_set_num_threads(saved_threads);
+  interp::SetIntraOpThreads(saved_intra_op);
   if (!st.ok()) return st;
   return results;
 }

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <map>
 
+#include "runtime/parallel.h"
 #include "runtime/streaming.h"
 
 namespace meshsplit::interp {
@@ -26,6 +27,9 @@ std::atomic<bool>& EnabledFlag() {
 // over enough elements to vectorise.
 constexpr int64_t kChunk = 1024;
 constexpr int64_t kMaxRank = 16;
+// Loops from this many elements split their chunks over IntraOpThreads()
+// threads (parallel.h); smaller ones cost less than waking a thread.
+constexpr int64_t kParallelElements = int64_t{1} << 16;
 
 // Types a loop computes on: everything ElementwiseSpan knows except complex.
 bool FusibleType(PrimitiveType t) { return IsSupportedType(t) && !IsComplex(t); }
@@ -401,55 +405,75 @@ StatusOr<Literal> RunLoopFusion(const LoopFusion& loop, KernelArgs& k) {
   const int64_t ow = ByteWidth(shape.element_type());
   const bool stream = n * ow >= StreamingBytes();
 
-  // Scratch: the node slots, one span per non-direct leaf, and the root's
-  // chunk when it is streamed out. Every element is at most 8 bytes.
+  // Chunks [c0, c1) on the calling thread, with that thread's scratch: the
+  // node slots, one span per non-direct leaf, and the root's chunk when it
+  // is streamed out (every element is at most 8 bytes).
   const int n_leaves = static_cast<int>(loop.leaves.size());
-  const int64_t span_words = kChunk;  // 8-byte words per span
-  thread_local std::vector<uint64_t> scratch;
-  const size_t words = static_cast<size_t>((loop.slots + n_leaves + 1) * span_words);
-  if (scratch.size() < words) scratch.resize(words);
-  auto span = [&](int i) { return reinterpret_cast<uint8_t*>(scratch.data() + i * span_words); };
-  uint8_t* stream_buf = span(loop.slots + n_leaves);
-  std::vector<const uint8_t*> leaf_ptr(n_leaves);
-  for (int l = 0; l < n_leaves; ++l) {
-    const LoopFusion::Leaf& leaf = loop.leaves[l];
-    if (leaf.constant) {
-      Splat(base[leaf.input], leaf.elem, std::min(kChunk, n), span(loop.slots + l));
-      leaf_ptr[l] = span(loop.slots + l);
-    }
-  }
   const int n_nodes = static_cast<int>(loop.nodes.size());
-  for (int64_t s = 0; s < n; s += kChunk) {
-    const int64_t m = std::min(kChunk, n - s);
+  std::atomic<const Instruction*> failed{nullptr};
+  auto run_chunks = [&](int64_t c0, int64_t c1) {
+    thread_local std::vector<uint64_t> scratch;
+    const size_t words = static_cast<size_t>((loop.slots + n_leaves + 1) * kChunk);
+    if (scratch.size() < words) scratch.resize(words);
+    auto span = [&](int i) { return reinterpret_cast<uint8_t*>(scratch.data() + i * kChunk); };
+    uint8_t* stream_buf = span(loop.slots + n_leaves);
+    const uint8_t* leaf_ptr[64];
+    std::vector<const uint8_t*> many_leaves;
+    const uint8_t** lp = leaf_ptr;
+    if (n_leaves > 64) {
+      many_leaves.resize(n_leaves);
+      lp = many_leaves.data();
+    }
     for (int l = 0; l < n_leaves; ++l) {
       const LoopFusion::Leaf& leaf = loop.leaves[l];
-      if (leaf.direct) {
-        leaf_ptr[l] = base[leaf.input] + s * leaf.elem;
-      } else if (!leaf.constant) {
-        Gather(leaf, base[leaf.input], s, m, span(loop.slots + l));
-        leaf_ptr[l] = span(loop.slots + l);
+      if (leaf.constant) {
+        Splat(base[leaf.input], leaf.elem, std::min(kChunk, n), span(loop.slots + l));
+        lp[l] = span(loop.slots + l);
       }
     }
-    for (int j = 0; j < n_nodes; ++j) {
-      const LoopFusion::Node& node = loop.nodes[j];
-      SpanOperand ins[3];
-      const int n_in = static_cast<int>(node.args.size());
-      for (int a = 0; a < n_in; ++a) {
-        const int arg = node.args[a];
-        if (arg >= 0) {
-          ins[a] = {span(loop.nodes[arg].slot), loop.nodes[arg].type, false};
-        } else {
-          const LoopFusion::Leaf& leaf = loop.leaves[-1 - arg];
-          ins[a] = {leaf_ptr[-1 - arg], leaf.type, false};
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t s = c * kChunk, m = std::min(kChunk, n - s);
+      for (int l = 0; l < n_leaves; ++l) {
+        const LoopFusion::Leaf& leaf = loop.leaves[l];
+        if (leaf.direct) {
+          lp[l] = base[leaf.input] + s * leaf.elem;
+        } else if (!leaf.constant) {
+          Gather(leaf, base[leaf.input], s, m, span(loop.slots + l));
+          lp[l] = span(loop.slots + l);
         }
       }
-      uint8_t* dst = j + 1 < n_nodes ? span(node.slot) : stream ? stream_buf : o + s * ow;
-      if (!ElementwiseSpan(*node.instr, ins, n_in, node.type, dst, m))
-        return InstrError(*node.instr, "internal: fused op not defined for its operand types");
+      for (int j = 0; j < n_nodes; ++j) {
+        const LoopFusion::Node& node = loop.nodes[j];
+        SpanOperand ins[3];
+        const int n_in = static_cast<int>(node.args.size());
+        for (int a = 0; a < n_in; ++a) {
+          const int arg = node.args[a];
+          if (arg >= 0) {
+            ins[a] = {span(loop.nodes[arg].slot), loop.nodes[arg].type, false};
+          } else {
+            ins[a] = {lp[-1 - arg], loop.leaves[-1 - arg].type, false};
+          }
+        }
+        uint8_t* dst = j + 1 < n_nodes ? span(node.slot) : stream ? stream_buf : o + s * ow;
+        if (!ElementwiseSpan(*node.instr, ins, n_in, node.type, dst, m)) {
+          failed.store(node.instr);
+          return;
+        }
+      }
+      if (stream) StreamCopy(o + s * ow, stream_buf, m * ow);
     }
-    if (stream) StreamCopy(o + s * ow, stream_buf, m * ow);
+    // Each thread orders its own streamed stores before the result is used.
+    if (stream) StreamingFence();
+  };
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int parts = n >= kParallelElements ? std::min<int64_t>(IntraOpThreads(), chunks) : 1;
+  if (parts <= 1) {
+    run_chunks(0, chunks);
+  } else {
+    ParallelFor(parts, [&](int p) { run_chunks(chunks * p / parts, chunks * (p + 1) / parts); });
   }
-  if (stream) StreamingFence();
+  if (const Instruction* bad = failed.load())
+    return InstrError(*bad, "internal: fused op not defined for its operand types");
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <thread>
 
 #include "collectives/mpi_backend.h"
 #include "ir/computation.h"
@@ -23,6 +24,7 @@
 #include "runtime/interpreter.h"
 #include "runtime/collective_adapter.h"
 #include "runtime/executor.h"
+#include "runtime/parallel.h"
 #include "text/printer.h"
 
 extern "C" {
@@ -106,6 +108,12 @@ void EnsureMpi() {
   if (!session) {
     session = std::make_unique<MpiSession>(nullptr, nullptr);
     InstallSigtermHandler();
+    // One device per rank: the ranks split the cores (intra-op threads of
+    // fused loops), as the threads backend's devices do.
+    int ranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    interp::SetIntraOpThreads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
+                              std::max(1, ranks));
   }
 }
 

@@ -6,9 +6,12 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <thread>
+#include <atomic>
 
 #include "runtime/kernels.h"
 #include "runtime/loop_fusion.h"
+#include "runtime/parallel.h"
 #include "runtime/streaming.h"
 #include "runtime_test_util.h"
 
@@ -154,6 +157,41 @@ TEST(LoopFusion, StreamedOutputMatchesUnfused) {
                             "  h = bf16[" + d + "] convert(a)\n"
                             "  ROOT r = bf16[" + d + "] multiply(h, h)\n}\n",
                             5);
+}
+
+// Loops of at least 64K elements split their chunks over the intra-op
+// threads: 1, 2 and 3 threads (3 > this machine's cores is fine: a test of
+// the split, not of speed) give the unfused bits, on a size whose chunk
+// count does not divide evenly.
+TEST(LoopFusion, ThreadedLoopsMatchUnfused) {
+  const int saved = interp::IntraOpThreads();
+  for (int threads : {1, 2, 3}) {
+    interp::SetIntraOpThreads(threads);
+    ExpectFusedMatchesUnfused(MixedChain(97, 1031), 41 + threads);
+  }
+  interp::SetIntraOpThreads(saved);
+}
+
+TEST(ParallelFor, RunsEveryPartOnce) {
+  const int saved = interp::IntraOpThreads();
+  interp::SetIntraOpThreads(2);
+  for (int parts : {1, 2, 5, 64}) {
+    std::vector<std::atomic<int>> runs(parts);
+    interp::ParallelFor(parts, [&](int p) { runs[p].fetch_add(1); });
+    for (int p = 0; p < parts; ++p) EXPECT_EQ(runs[p].load(), 1) << parts << " " << p;
+  }
+  // Two callers at once (two devices): the second runs its parts itself.
+  std::vector<std::atomic<int>> a(8), b(8);
+  std::thread other([&] {
+    for (int r = 0; r < 50; ++r) interp::ParallelFor(8, [&](int p) { a[p].fetch_add(1); });
+  });
+  for (int r = 0; r < 50; ++r) interp::ParallelFor(8, [&](int p) { b[p].fetch_add(1); });
+  other.join();
+  for (int p = 0; p < 8; ++p) {
+    EXPECT_EQ(a[p].load(), 50);
+    EXPECT_EQ(b[p].load(), 50);
+  }
+  interp::SetIntraOpThreads(saved);
 }
 
 TEST(LoopFusion, IntegerAndPredChains) {
