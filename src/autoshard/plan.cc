@@ -80,6 +80,31 @@ std::vector<ShardRule> OpRules(const StrategyGraph& g, const std::vector<int>& c
 
 }  // namespace
 
+void Planner::Lower(const StrategyGraph& g, const std::vector<int>& cls,
+                    ExactConstraints which, ExactResult* r) const {
+  r->choice = ToChoice(g, space_, cls);
+  std::vector<ExactConstraints> tries = {which};
+  if (which == ExactConstraints::kBest)
+    tries = {ExactConstraints::kAll, ExactConstraints::kParameters, ExactConstraints::kDots};
+  r->lowerings_evaluated = 0;
+  for (ExactConstraints t : tries) {
+    ShardSpec spec = SpecOf(r->choice);
+    int64_t n = 0;
+    for (ShardRule& rule : OpRules(g, cls, t)) {
+      spec.rules.push_back(std::move(rule));
+      ++n;
+    }
+    Evaluation eval = evaluator_->EvaluateSpec(spec);
+    ++r->lowerings_evaluated;
+    if (r->lowerings_evaluated == 1 || Better(eval, r->eval)) {
+      r->spec = std::move(spec);
+      r->op_rules = n;
+      r->eval = std::move(eval);
+      r->lowering = t;
+    }
+  }
+}
+
 StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   const auto t0 = std::chrono::steady_clock::now();
   const MachineModel& machine = options_.machine;
@@ -125,13 +150,7 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
       r.infeasible = true;
       if (r.ilp.choice.empty())
         return Status::Error("ILP: " + std::string(IlpStatusName(r.ilp.status)));
-      r.choice = ToChoice(g, space_, r.ilp.choice);
-      r.spec = SpecOf(r.choice);
-      for (ShardRule& rule : OpRules(g, r.ilp.choice, options.constraints)) {
-        r.spec.rules.push_back(std::move(rule));
-        ++r.op_rules;
-      }
-      r.eval = evaluator_->EvaluateSpec(r.spec);
+      Lower(g, r.ilp.choice, options.constraints, &r);
       return r;
     }
     if (sol.choice.empty()) {
@@ -140,14 +159,7 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
                              std::to_string(r.strategies) + " strategies)");
       break;  // keep the last plan
     }
-    r.choice = ToChoice(g, space_, sol.choice);
-    r.spec = SpecOf(r.choice);
-    r.op_rules = 0;
-    for (ShardRule& rule : OpRules(g, sol.choice, options.constraints)) {
-      r.spec.rules.push_back(std::move(rule));
-      ++r.op_rules;
-    }
-    r.eval = evaluator_->EvaluateSpec(r.spec);
+    Lower(g, sol.choice, options.constraints, &r);
     r.ilp = std::move(sol);
     if (max_solves == 1 || !r.eval.ok || r.eval.feasible) break;
     // The next plan's estimate must be below this one's by the overshoot.

@@ -38,14 +38,16 @@ struct PlanOptions {
 // Which of the ILP's decisions the written spec states: the parameters'
 // alone (propagation completes the rest), also every dot's result (a
 // `match_op` constraint: propagation would not always reproduce the ILP's
-// choice there), or every op node's result.
-enum class ExactConstraints { kParameters, kDots, kAll };
+// choice there), or every op node's result; kBest evaluates the three and
+// keeps the cheapest (the partitioner sometimes compiles the parameters-only
+// plan better than the ILP's own choices for the rest).
+enum class ExactConstraints { kParameters, kDots, kAll, kBest };
 
 struct ExactOptions {
   bool relax = false;
   double time_limit_seconds = 50;
   StrategyGraphOptions graph;
-  ExactConstraints constraints = ExactConstraints::kAll;
+  ExactConstraints constraints = ExactConstraints::kBest;
 };
 
 struct ExactResult {
@@ -58,6 +60,8 @@ struct ExactResult {
   Choice choice;         // the plan's parameters, over the decision space
   ShardSpec spec;        // the plan: SpecOf(choice) and its match_op rules
   int64_t op_rules = 0;  // of which constraints on computed values
+  ExactConstraints lowering = ExactConstraints::kAll;  // the one `spec` is
+  int lowerings_evaluated = 0;
   Evaluation eval;       // the plan partitioned and costed
   // The memory cap admits no plan (ILP): `choice`/`eval`/`ilp` are then the
   // plan of least estimated memory.
@@ -83,6 +87,9 @@ class Planner {
   // The spec of `choice` (with the lift's existing_axes).
   // Solves the exact planner's ILP (or LP) and evaluates its plan.
   StatusOr<ExactResult> SolveExact(const ExactOptions& options) const;
+  // The plan of one ILP solution (`cls`, per class) as a spec, evaluated.
+  void Lower(const StrategyGraph& g, const std::vector<int>& cls, ExactConstraints which,
+             ExactResult* r) const;
   ShardSpec SpecOf(const Choice& choice) const {
     ShardSpec spec = ChoiceToSpec(space_, choice, options_.existing_axes);
     spec.pipeline = options_.pipeline;

@@ -57,7 +57,7 @@ struct AutoshardFlags {
   std::vector<int64_t> microbatches;   // --microbatches: the counts tried
   std::string output;
   std::string solver = "search";
-  std::string ilp_constraints = "all";
+  std::string ilp_constraints = "best";
   bool bound = false;
   bool json = false;
   bool quiet = false;
@@ -187,6 +187,16 @@ std::string ReplicationHeadline(const autoshard::SearchResult& r, const Decision
          autoshard::Explain(r.best_eval, best->eval, machine).text;
 }
 
+const char* LoweringName(autoshard::ExactConstraints c) {
+  switch (c) {
+    case autoshard::ExactConstraints::kParameters: return "params";
+    case autoshard::ExactConstraints::kDots: return "dots";
+    case autoshard::ExactConstraints::kAll: return "all";
+    case autoshard::ExactConstraints::kBest: return "best";
+  }
+  return "?";
+}
+
 nlohmann::ordered_json IlpJson(const autoshard::IlpResult& ilp) {
   return {{"status", autoshard::IlpStatusName(ilp.status)},
           {"objective_seconds", ilp.objective_seconds},
@@ -223,6 +233,8 @@ nlohmann::ordered_json SolverJson(const std::string& name, const autoshard::Exac
   j["initial_estimate_seconds"] = x.initial_estimate.time_seconds;
   j["solves"] = x.solves;
   j["op_rules"] = x.op_rules;
+  j["constraints"] = LoweringName(x.lowering);
+  j["lowerings_evaluated"] = x.lowerings_evaluated;
   j["memory_cap_infeasible"] = x.infeasible;
   return j;
 }
@@ -251,7 +263,10 @@ void PrintExact(std::ostream& os, const std::string& name, const autoshard::Exac
   os << buf;
   os << "spec: the parameters' shardings";
   if (x.op_rules > 0) os << " and " << x.op_rules << " match_op constraints on computed values";
-  os << "\n";
+  os << " (--ilp-constraints " << LoweringName(x.lowering);
+  if (x.lowerings_evaluated > 1)
+    os << ", the cheapest of " << x.lowerings_evaluated << " evaluated";
+  os << ")\n";
 }
 
 // An infeasible memory cap: the error names the cap and the smallest plan.
@@ -283,12 +298,13 @@ int RunAutoshard(AutoshardFlags flags) {
     return ReportError(Status::Error("--solver: unknown solver '" + flags.solver +
                                      "' (search, ilp or lp)"));
   const bool exact = flags.solver != "search";
-  autoshard::ExactConstraints constraints = autoshard::ExactConstraints::kAll;
+  autoshard::ExactConstraints constraints = autoshard::ExactConstraints::kBest;
   if (flags.ilp_constraints == "params") constraints = autoshard::ExactConstraints::kParameters;
   else if (flags.ilp_constraints == "dots") constraints = autoshard::ExactConstraints::kDots;
-  else if (flags.ilp_constraints != "all")
+  else if (flags.ilp_constraints == "all") constraints = autoshard::ExactConstraints::kAll;
+  else if (flags.ilp_constraints != "best")
     return ReportError(Status::Error("--ilp-constraints: '" + flags.ilp_constraints +
-                                     "' is not params, dots or all"));
+                                     "' is not params, dots, all or best"));
   CompileOptions load;
   load.until = CompileStage::kPrepared;
   load.verify_input = true;
@@ -409,7 +425,7 @@ int RunAutoshard(AutoshardFlags flags) {
     r.initial_eval = p->evaluator().Evaluate(r.initial);
     r.best = x.choice;
     r.best_eval = x.eval;
-    r.evaluations = x.solves + 1;
+    r.evaluations = x.solves * x.lowerings_evaluated + 1;
     r.stop_reason = autoshard::IlpStatusName(x.ilp.status);
     r.converged = x.ilp.status == autoshard::IlpStatus::kOptimal;
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -727,8 +743,9 @@ const bool registered = RegisterCommand(
                       "(its relaxation: a lower bound, the plan rounded)");
       app->add_option("--ilp-constraints", f->ilp_constraints,
                       "ilp/lp: what the written spec states of the solution: params (the "
-                      "parameters only), dots (also every dot's result, as match_op rules) "
-                      "or all (every op's result; default)");
+                      "parameters only), dots (also every dot's result, as match_op rules), "
+                      "all (every op's result) or best (the cheapest of the three, "
+                      "evaluated; default)");
       app->add_flag("--bound", f->bound,
                     "search: also solve the LP relaxation and report the gap to it");
       app->add_option("-o,--output", f->output, "write the best plan as a sharding spec JSON");
