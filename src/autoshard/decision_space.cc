@@ -16,19 +16,6 @@
 namespace meshsplit::autoshard {
 namespace {
 
-// "h.11.mlp.c_fc.weight" -> "h.*.mlp.c_fc.weight".
-std::string DigitFreePattern(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size();) {
-    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
-      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-      out += '*';
-    } else {
-      out += name[i++];
-    }
-  }
-  return out;
-}
 
 // Extends `cur[d]` (currently splitting dim d `ways` ways) by more axes,
 // then moves on to dim d + 1.
@@ -65,6 +52,20 @@ std::vector<std::vector<std::string>> AxisNames(const DimsMapping& option, const
 
 
 }  // namespace
+
+// "h.11.mlp.c_fc.weight" -> "h.*.mlp.c_fc.weight".
+std::string DigitFreePattern(const std::string& name) {
+  std::string out;
+  for (size_t i = 0; i < name.size();) {
+    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
+      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+      out += '*';
+    } else {
+      out += name[i++];
+    }
+  }
+  return out;
+}
 
 std::vector<DimsMapping> EnumerateOptions(const std::vector<int64_t>& dims, const Mesh& mesh,
                                           int max_axes_per_dim,

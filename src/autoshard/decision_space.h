@@ -74,6 +74,10 @@ using Choice = std::vector<int>;  // one option index per group
 // `max_axes_per_dim` axes (in either order), each axis at most once, axes of
 // size 1 never, and only when the product of the sizes divides the dim (so
 // no padding). The unsplit mapping comes first.
+// "h.11.mlp.c_fc.weight" -> "h.*.mlp.c_fc.weight": the name with each digit
+// run replaced by '*', the key repeated layers share.
+std::string DigitFreePattern(const std::string& name);
+
 std::vector<DimsMapping> EnumerateOptions(const std::vector<int64_t>& dims, const Mesh& mesh,
                                           int max_axes_per_dim = 1,
                                           const std::vector<int64_t>& excluded_axes = {});

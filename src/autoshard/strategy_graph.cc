@@ -29,19 +29,6 @@ struct PlanFactor {
   int64_t result_dim = -1;
 };
 
-std::string DigitFree(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size();) {
-    if (std::isdigit(static_cast<unsigned char>(name[i]))) {
-      while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
-      out += '*';
-    } else {
-      out += name[i++];
-    }
-  }
-  return out;
-}
-
 int64_t Rank(const Instruction* i) { return i->shape().IsArray() ? i->shape().rank() : -1; }
 
 // The cost model's view ops move no bytes (cost_model.cc IsView).
@@ -535,11 +522,11 @@ class Builder {
       std::string key;
       if (link && options_.link_layers) {
         const Instruction& i = *node.instr;
-        key = DigitFree(i.name()) + "|" + std::string(OpcodeName(i.opcode())) + "|" +
+        key = DigitFreePattern(i.name()) + "|" + std::string(OpcodeName(i.opcode())) + "|" +
               i.shape().ToString(false) + "|" + std::to_string(node.strategies.size()) + "|" +
               propagation::RuleToString(propagation::GetOpShardingRule(i));
         for (const Instruction* o : i.operands())
-          key += "|" + DigitFree(o->name()) + ":" + o->shape().ToString(false);
+          key += "|" + DigitFreePattern(o->name()) + ":" + o->shape().ToString(false);
       }
       auto it = key.empty() ? linked_.end() : linked_.find(key);
       if (it != linked_.end()) {
@@ -547,7 +534,7 @@ class Builder {
       } else {
         node.cls = static_cast<int>(graph_.classes.size());
         StrategyClass c;
-        c.label = link && options_.link_layers ? DigitFree(node.instr->name())
+        c.label = link && options_.link_layers ? DigitFreePattern(node.instr->name())
                                                : node.instr->name();
         c.num_strategies = static_cast<int>(node.strategies.size());
         graph_.classes.push_back(c);
