@@ -218,7 +218,11 @@ void PrintText(const ReportData& d, std::ostream& os) {
   }
   for (const PipelineSchedule& p : d.pipeline.loops) {
     os << "\npipeline: loop %" << p.loop << ", " << p.layers << " layers on " << p.stages
-       << " stages (" << p.layers_per_stage << " each), " << p.microbatches << " microbatches, "
+       << " stages (" << p.layers_per_stage << " each"
+       << (p.repeats > 1 ? ", as " + std::to_string(p.repeats) + " chunks of " +
+                               std::to_string(p.layers_per_chunk)
+                         : std::string())
+       << "), " << p.microbatches << " microbatches, "
        << p.schedule << " schedule, " << p.ticks << " ticks, bubble "
        << static_cast<int>(p.bubble_fraction * 1000 + 0.5) / 10.0 << "%\n";
     for (size_t s = 0; s < p.table.size(); ++s) {

@@ -72,19 +72,32 @@ Instruction* Builder::Transpose(Instruction* x, const std::vector<int64_t>& perm
 }
 
 Instruction* Builder::SliceRow(Instruction* x, Instruction* index) {
-  std::vector<int64_t> sizes = x->shape().dimensions();
-  sizes[0] = 1;
-  std::vector<Instruction*> operands = {x, index};
-  for (int d = 1; d < x->shape().rank(); ++d) operands.push_back(ConstantS32(0));
-  Instruction* s = Add(Opcode::kDynamicSlice, Shape(x->shape().element_type(), sizes),
+  return SliceBlock(x, {index}, {1});
+}
+
+Instruction* Builder::SliceBlock(Instruction* x, const std::vector<Instruction*>& starts,
+                                 const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> dims = x->shape().dimensions();
+  std::vector<Instruction*> operands = {x};
+  for (size_t d = 0; d < dims.size(); ++d) {
+    if (d < starts.size()) dims[d] = sizes[d];
+    operands.push_back(d < starts.size() ? starts[d] : ConstantS32(0));
+  }
+  Instruction* s = Add(Opcode::kDynamicSlice, Shape(x->shape().element_type(), dims),
                        std::move(operands), "dynamic-slice");
-  s->mutable_attrs().dynamic_slice_sizes = sizes;
+  s->mutable_attrs().dynamic_slice_sizes = dims;
   return s;
 }
 
 Instruction* Builder::UpdateRow(Instruction* x, Instruction* row, Instruction* index) {
-  std::vector<Instruction*> operands = {x, row, index};
-  for (int d = 1; d < x->shape().rank(); ++d) operands.push_back(ConstantS32(0));
+  return UpdateBlock(x, row, {index});
+}
+
+Instruction* Builder::UpdateBlock(Instruction* x, Instruction* update,
+                                  const std::vector<Instruction*>& starts) {
+  std::vector<Instruction*> operands = {x, update};
+  for (int d = 0; d < x->shape().rank(); ++d)
+    operands.push_back(d < static_cast<int>(starts.size()) ? starts[d] : ConstantS32(0));
   return Add(Opcode::kDynamicUpdateSlice, x->shape(), std::move(operands),
              "dynamic-update-slice");
 }

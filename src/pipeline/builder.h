@@ -34,6 +34,13 @@ class Builder {
   Instruction* Transpose(Instruction* x, const std::vector<int64_t>& perm);
   // x[index, :, :, ...] along dim 0 with the leading 1 kept.
   Instruction* SliceRow(Instruction* x, Instruction* index);
+  // x[starts[0] : +sizes[0], starts[1] : +sizes[1], ...] for the leading
+  // dims that `starts` gives; the other dims whole.
+  Instruction* SliceBlock(Instruction* x, const std::vector<Instruction*>& starts,
+                          const std::vector<int64_t>& sizes);
+  // x with the block `update` written at `starts` (leading dims; 0 for the rest).
+  Instruction* UpdateBlock(Instruction* x, Instruction* update,
+                           const std::vector<Instruction*>& starts);
   // x with row `index` of dim 0 set to `row` (shape [1, ...]).
   Instruction* UpdateRow(Instruction* x, Instruction* row, Instruction* index);
   // custom-call(x), custom_call_target=`target`, with `sharding`.

@@ -85,27 +85,42 @@ const Sharding* BaseOf(const Instruction* i) {
 
 StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages,
                                         int64_t layers, bool backward) {
-  if (spec.schedule != "gpipe")
+  const bool circular = spec.schedule == "circular";
+  if (spec.schedule != "gpipe" && !circular)
     return Status::Error("pipeline: schedule '" + spec.schedule +
-                         "' is not implemented yet (gpipe is; see docs/pipeline.md)");
-  if (layers % stages != 0)
-    return Status::Error("layer count " + std::to_string(layers) + " is not divisible by " +
-                         Plural(stages, "stage"));
+                         "' is not implemented yet (gpipe and circular are; see docs/pipeline.md)");
+  const int64_t repeats = circular ? spec.repeats : 1;
+  if (layers % (stages * repeats) != 0)
+    return Status::Error(
+        "layer count " + std::to_string(layers) + " is not divisible by " +
+        (repeats == 1 ? Plural(stages, "stage")
+                      : Plural(stages, "stage") + " x " + Plural(repeats, "repeat") + " = " +
+                            Plural(stages * repeats, "chunk")));
+  // Stage 0 takes a microbatch back from the last stage M ticks after it
+  // first took it: with fewer microbatches than stages it would not be back.
+  if (circular && spec.microbatches < stages)
+    return Status::Error("circular needs microbatches (" + std::to_string(spec.microbatches) +
+                         ") >= stages (" + std::to_string(stages) + ")");
   PipelineSchedule s;
   s.schedule = spec.schedule;
   s.stages = stages;
   s.microbatches = spec.microbatches;
+  s.repeats = repeats;
   s.layers = layers;
   s.layers_per_stage = layers / stages;
+  s.layers_per_chunk = layers / (stages * repeats);
   s.backward = backward;
-  s.ticks = spec.microbatches + stages - 1;
+  const int64_t work = spec.microbatches * repeats;  // (microbatch, round) pairs per stage
+  s.ticks = work + stages - 1;
   int64_t busy = 0;
   s.table.assign(stages, std::vector<std::string>(s.ticks));
   for (int64_t st = 0; st < stages; ++st)
     for (int64_t t = 0; t < s.ticks; ++t) {
-      int64_t m = t - (backward ? stages - 1 - st : st);
-      if (m < 0 || m >= spec.microbatches) continue;
-      s.table[st][t] = (backward ? "B" : "F") + std::to_string(m);
+      const int64_t item = t - (backward ? stages - 1 - st : st);
+      if (item < 0 || item >= work) continue;
+      std::string action = (backward ? "B" : "F") + std::to_string(item % spec.microbatches);
+      if (repeats > 1) action += "." + std::to_string(item / spec.microbatches);
+      s.table[st][t] = action;
       ++busy;
     }
   s.bubble_fraction = 1.0 - static_cast<double>(busy) / static_cast<double>(stages * s.ticks);
@@ -135,6 +150,30 @@ std::vector<int64_t> StackedToLayerMajor(int64_t rank, int64_t bd) {
   perm.push_back(1);
   for (int64_t k = bd + 3; k < rank + 2; ++k) perm.push_back(k);
   return perm;
+}
+
+// The circular twin: [S, M, R, K, .., B/M, ..] -> [R, S, K, .., B/M, M, ..],
+// so that a reshape merges (R, S, K) into L (chunk r*S + s holds layers
+// (r*S + s)*K ...) and (B/M, M) into B.
+std::vector<int64_t> ChunkedToLayerMajor(int64_t rank, int64_t bd) {
+  std::vector<int64_t> perm = {2, 0, 3};
+  for (int64_t k = 4; k <= bd + 3; ++k) perm.push_back(k);
+  perm.push_back(1);
+  for (int64_t k = bd + 4; k < rank + 3; ++k) perm.push_back(k);
+  return perm;
+}
+
+// [a*b*K, ...] viewed as [a, b, K, ...] with a and b swapped, back to
+// [a*b*K, ...]. With (a, b) = (R, S) it puts the layers of a stacked [L, ...]
+// tensor in chunk order: stage s's contiguous L/S rows are its chunks s,
+// s + S, ..., s + (R-1)S (the circular schedule's placement); (S, R) undoes it.
+Instruction* SwapLeadingFactors(Builder& b, Instruction* v, int64_t a, int64_t bf) {
+  std::vector<int64_t> dims = v->shape().dimensions();
+  std::vector<int64_t> split = {a, bf, dims[0] / (a * bf)};
+  split.insert(split.end(), dims.begin() + 1, dims.end());
+  std::vector<int64_t> perm = {1, 0};
+  for (int64_t d = 2; d < static_cast<int64_t>(split.size()); ++d) perm.push_back(d);
+  return b.Reshape(b.Transpose(b.Reshape(v, split), perm), dims);
 }
 
 std::vector<int64_t> Inverse(const std::vector<int64_t>& perm) {
@@ -168,6 +207,13 @@ class LoopPipeliner {
 
   Module& module_;
   std::map<const Instruction*, std::optional<Sharding>> staged_params_;
+  // A stacked parameter in chunk order (circular), made once for every loop
+  // that reads it.
+  std::map<const Instruction*, Instruction*> chunk_ordered_;
+  // A stacked result with the batch, [L, .., B, ..], and the per-stage value
+  // [S, M, L/S, .., B/M, ..] it was made from: a later loop (the backward
+  // scan) reads the latter, so residuals stay on their stage.
+  std::map<const Instruction*, Instruction*> per_stage_results_;
   const StageShardings& sh_;
   const PipelineSpec& spec_;
   const PipelineRunOptions& run_;
@@ -184,6 +230,10 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
   PipelineSchedule schedule = std::move(planned).value();
   schedule.loop = loop.name();
   const int64_t per_stage = scan.layers / stages;
+  // Circular: each stage runs one chunk of `chunk` layers per visit, and a
+  // microbatch goes `repeats` times around the ring of stages.
+  const int64_t repeats = schedule.repeats, chunk = schedule.layers_per_chunk;
+  const bool circular = repeats > 1;
 
   Instruction* init = loop.operand(0);  // a tuple (AnalyseLayerLoop checked)
   Instruction* h0 = init->operand(static_cast<int>(scan.activation));
@@ -217,7 +267,7 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     if (it != batch_dims_.end()) read_batch[e] = it->second;
   }
   MS_ASSIGN_OR_RETURN(StageLoop stage_loop,
-                      BuildStageLoop(module_, scan, sh_, micro, bd, read_batch));
+                      BuildStageLoop(module_, scan, sh_, chunk, micro, bd, read_batch));
 
   // Every element but the counter and the activation, as the ticks carry it.
   const Sharding* loop_sharding = BaseOf(&loop);
@@ -233,6 +283,7 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
       return ErrorAt(loop, "element " + std::to_string(e) + " of loop %" + loop.name() +
                                " is already split along its layer dim (" + base->ToString() + ")");
     c.local = stage_loop.carried.tuple_shapes(static_cast<int>(e));
+    if (kind != Carried::kInvariant) c.local.mutable_dimensions()[0] = per_stage;
     switch (kind) {
       case Carried::kInvariant: {
         MS_ASSIGN_OR_RETURN(c.full, sh_.Full(base, r));
@@ -299,14 +350,23 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
           if (!staged_params_.count(v)) staged_params_[v] = v->sharding();
           v->set_sharding(c.full);
         }
+        if (circular) {
+          // The parameter keeps L/S contiguous layers per device; this
+          // reorder (an all-to-all once partitioned) gives each stage its chunks.
+          auto [it, fresh] = chunk_ordered_.try_emplace(v, nullptr);
+          if (fresh) it->second = SwapLeadingFactors(eb, v, repeats, stages);
+          v = it->second;
+        }
         [[fallthrough]];
       case Carried::kInvariant:
         local = eb.CustomCall(kFullToShard, eb.CustomCall(kShardingTarget, v, v->shape(), c.full),
                               c.local, c.manual);
         break;
       case Carried::kBatchedRead: {
-        // [L, .., B, ..] -> [S, M, L/S, .., B/M, ..], tiled over the stages.
+        // [L, .., B, ..] -> [S, M, L/S, .., B/M, ..], tiled over the stages:
+        // the earlier loop's own per-stage value when it made `v`.
         const int64_t r = c.global.rank();
+        auto made = per_stage_results_.find(v);
         std::vector<int64_t> major = {stages, per_stage};
         for (int64_t d = 1; d < r; ++d) {
           int64_t n = c.global.dimensions(static_cast<int>(d));
@@ -317,8 +377,13 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
             major.push_back(n);
           }
         }
+        if (made == per_stage_results_.end() && circular)
+          return ErrorAt(*v, "loop %" + loop.name() + " reads per-layer %" + v->name() +
+                                 " with the batch, which no earlier circular loop wrote");
         Instruction* staged =
-            eb.Transpose(eb.Reshape(v, major), Inverse(StackedToLayerMajor(r, c.batch_dim)));
+            made != per_stage_results_.end()
+                ? made->second
+                : eb.Transpose(eb.Reshape(v, major), Inverse(StackedToLayerMajor(r, c.batch_dim)));
         std::vector<int64_t> one = c.local.dimensions();
         one.insert(one.begin(), 1);
         MS_ASSIGN_OR_RETURN(Sharding entered_sharding, sh_.Manual(Base(v), r, 2));
@@ -395,14 +460,66 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     // The microbatch this stage works on: t - (its distance from the first stage).
     Instruction* distance =
         backward ? b.Binary(Opcode::kSubtract, b.ConstantS32(stages - 1), stage) : stage;
-    Instruction* m = b.Binary(Opcode::kSubtract, t, distance);
-    Instruction* mc = b.Add(Opcode::kClamp, m->shape(), {zero, m, b.ConstantS32(micro - 1)},
-                            "clamp");
-    Instruction* active = b.Binary(Opcode::kAnd, b.Compare(m, zero, ComparisonDirection::kGe),
-                                   b.Compare(m, b.ConstantS32(micro), ComparisonDirection::kLt));
+    // Its work item: microbatch `item % M` in round `item / M` (gpipe: one round).
+    const int64_t work = micro * repeats;
+    Instruction* item = b.Binary(Opcode::kSubtract, t, distance);
+    Instruction* ic = b.Add(Opcode::kClamp, item->shape(),
+                            {zero, item, b.ConstantS32(work - 1)}, "clamp");
+    Instruction* active =
+        b.Binary(Opcode::kAnd, b.Compare(item, zero, ComparisonDirection::kGe),
+                 b.Compare(item, b.ConstantS32(work), ComparisonDirection::kLt));
+    Instruction* mc = circular ? b.Binary(Opcode::kRemainder, ic, b.ConstantS32(micro)) : ic;
+    Instruction* is_first = b.Compare(stage, b.ConstantS32(first), ComparisonDirection::kEq);
+    std::vector<int64_t> one_row = lay.microbatch;
+    one_row.insert(one_row.begin(), 1);
+    // Circular: the first local row of the chunk this visit runs, whether
+    // it is the microbatch's last round, and the first stage's inputs.
+    Instruction* chunk_row = nullptr;
+    Instruction* final_round = nullptr;
+    if (circular) {
+      Instruction* round = b.Binary(Opcode::kDivide, ic, b.ConstantS32(micro));
+      // A reverse scan meets its chunks from the last round down.
+      Instruction* local_round =
+          backward ? b.Binary(Opcode::kSubtract, b.ConstantS32(repeats - 1), round) : round;
+      chunk_row = b.Binary(Opcode::kMultiply, local_round, b.ConstantS32(chunk));
+      final_round = b.Compare(round, b.ConstantS32(repeats - 1), ComparisonDirection::kEq);
+      // What the first stage received from the last one (sent a tick ago,
+      // the last stage's item t - S) goes back into the input row of its
+      // microbatch when another round follows; the row's previous contents
+      // were read M >= S ticks ago. Written before it is read, as M == S
+      // reads it this very tick.
+      Instruction* back = b.Binary(Opcode::kSubtract, t, b.ConstantS32(stages));
+      Instruction* back_row = b.Binary(
+          Opcode::kRemainder,
+          b.Add(Opcode::kClamp, back->shape(), {zero, back, b.ConstantS32(work - 1)}, "clamp"),
+          b.ConstantS32(micro));
+      Instruction* store = b.Binary(
+          Opcode::kAnd, is_first,
+          b.Binary(Opcode::kAnd, b.Compare(back, zero, ComparisonDirection::kGe),
+                   b.Compare(back, b.ConstantS32(work - micro), ComparisonDirection::kLt)));
+      Instruction* held = On(b.SliceRow(xs, back_row), man_h1);
+      Instruction* arrived = On(b.Reshape(state, one_row), man_h1);
+      Instruction* kept_row = On(b.Add(Opcode::kSelect, held->shape(),
+                                       {On(b.Broadcast(store, one_row), man_h1), arrived, held},
+                                       "select"),
+                                 man_h1);
+      xs = On(b.UpdateRow(xs, kept_row, back_row), man_h1);
+    }
+    // The rows of a stacked per-stage value [(M,) L/S, ...] this visit uses.
+    auto visit_starts = [&](bool per_microbatch) {
+      std::vector<Instruction*> starts;
+      if (per_microbatch) starts.push_back(mc);
+      if (circular) starts.push_back(chunk_row);
+      return starts;
+    };
+    auto visit_sizes = [&](bool per_microbatch) {
+      std::vector<int64_t> sizes;
+      if (per_microbatch) sizes.push_back(1);
+      if (circular) sizes.push_back(chunk);
+      return sizes;
+    };
     Instruction* row = On(b.SliceRow(xs, mc), man_h1);
     Instruction* injected = On(b.Reshape(row, lay.microbatch), man_h);
-    Instruction* is_first = b.Compare(stage, b.ConstantS32(first), ComparisonDirection::kEq);
     Instruction* stage_in = On(b.Add(Opcode::kSelect, state->shape(),
                                      {On(b.Broadcast(is_first, lay.microbatch), man_h), injected,
                                       state},
@@ -416,10 +533,16 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
       const Shape& inner = stage_loop.carried.tuple_shapes(static_cast<int>(c.element));
       Instruction* v = in[5 + k];
       switch (c.kind) {
-        case Carried::kWeights: case Carried::kInvariant:
+        case Carried::kInvariant:
+          break;
+        case Carried::kWeights:
+          if (circular)
+            v = On(b.SliceBlock(v, visit_starts(false), visit_sizes(false)), c.manual);
           break;
         case Carried::kBatchedRead:
-          v = On(b.Reshape(b.SliceRow(v, mc), inner.dimensions()), stage_elements[c.element]);
+          v = On(b.Reshape(b.SliceBlock(v, visit_starts(true), visit_sizes(true)),
+                           inner.dimensions()),
+                 stage_elements[c.element]);
           break;
         case Carried::kBatchedOutput: case Carried::kSummedOutput:
           v = On(b.Broadcast(On(b.Scalar(inner.element_type(), 0), scalar_man),
@@ -440,22 +563,21 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
                       "select"),
                 s);
     };
-    // The last stage keeps its result for microbatch m.
+    // The last stage keeps its result for microbatch m (in its last round).
     Instruction* write = b.Binary(
         Opcode::kAnd, active, b.Compare(stage, b.ConstantS32(last), ComparisonDirection::kEq));
+    if (circular) write = b.Binary(Opcode::kAnd, write, final_round);
     Instruction* kept = On(b.Reshape(On(b.SliceRow(outs, mc), man_h1), lay.microbatch), man_h);
     Instruction* stored = On(b.Add(Opcode::kSelect, kept->shape(),
                                    {On(b.Broadcast(write, lay.microbatch), man_h), result, kept},
                                    "select"),
                              man_h);
-    std::vector<int64_t> one_row = lay.microbatch;
-    one_row.insert(one_row.begin(), 1);
     Instruction* outs_next =
         On(b.UpdateRow(outs, On(b.Reshape(stored, one_row), man_h1), mc), man_h1);
     Instruction* sent = On(b.Add(Opcode::kCollectivePermute, result->shape(), {result},
                                  "collective-permute"),
                            man_h);
-    sent->mutable_attrs().source_target_pairs = sh_.ShiftPairs(backward ? -1 : 1);
+    sent->mutable_attrs().source_target_pairs = sh_.ShiftPairs(backward ? -1 : 1, /*ring=*/circular);
     sent->mutable_attrs().channel_id = NextChannelId(module_);
     std::vector<Instruction*> out = {b.Binary(Opcode::kAdd, t, b.ConstantS32(1)), stage, sent,
                                      outs_next, xs};
@@ -464,19 +586,27 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
       Instruction* v = in[5 + k];
       if (c.kind == Carried::kBatchedOutput) {
         Instruction* y = On(b.Element(layers, c.element), stage_elements[c.element]);
-        Instruction* old = On(b.Reshape(b.SliceRow(v, mc), y->shape().dimensions()),
+        std::vector<int64_t> sizes = visit_sizes(true);
+        Instruction* old = On(b.Reshape(b.SliceBlock(v, visit_starts(true), sizes),
+                                        y->shape().dimensions()),
                               stage_elements[c.element]);
-        std::vector<int64_t> row_dims = y->shape().dimensions();
-        row_dims.insert(row_dims.begin(), 1);
-        v = On(b.UpdateRow(v, b.Reshape(when_active(y, old, stage_elements[c.element]), row_dims),
-                           mc),
+        std::vector<int64_t> block = y->shape().dimensions();
+        block.insert(block.begin(), 1);
+        v = On(b.UpdateBlock(v, b.Reshape(when_active(y, old, stage_elements[c.element]), block),
+                             visit_starts(true)),
                c.manual);
       } else if (c.kind == Carried::kSummedOutput) {
         Instruction* y = On(b.Element(layers, c.element), stage_elements[c.element]);
         Instruction* none = On(b.Broadcast(On(b.Scalar(y->shape().element_type(), 0), scalar_man),
                                            y->shape().dimensions()),
                                c.manual);
-        v = On(b.Binary(Opcode::kAdd, v, when_active(y, none, c.manual)), c.manual);
+        if (!circular) {
+          v = On(b.Binary(Opcode::kAdd, v, when_active(y, none, c.manual)), c.manual);
+        } else {
+          Instruction* sum = On(b.SliceBlock(v, visit_starts(false), visit_sizes(false)), c.manual);
+          sum = On(b.Binary(Opcode::kAdd, sum, when_active(y, none, c.manual)), c.manual);
+          v = On(b.UpdateBlock(v, sum, visit_starts(false)), c.manual);
+        }
       }
       out.push_back(v);
     }
@@ -536,9 +666,11 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     }
     Instruction* local = On(eb.Element(ticks, 5 + static_cast<int64_t>(k)), c.manual);
     if (c.kind == Carried::kSummedOutput) {
-      results[c.element] = eb.CustomCall(
+      Instruction* summed = eb.CustomCall(
           kShardToFull, eb.CustomCall(kShardingTarget, local, local->shape(), c.manual), c.global,
           c.full);
+      // Circular sums are in chunk order: back to layer order.
+      results[c.element] = circular ? SwapLeadingFactors(eb, summed, stages, repeats) : summed;
       continue;
     }
     // [M, L/S, .., B/M, ..] per stage -> [S, M, L/S, ..] -> [L, .., B, ..].
@@ -554,15 +686,25 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     Instruction* whole = eb.CustomCall(
         kShardToFull, eb.CustomCall(kShardingTarget, staged, staged->shape(), man2),
         Shape(c.global.element_type(), one), c.full);
-    Instruction* layer_major = eb.Transpose(whole, StackedToLayerMajor(r, c.batch_dim));
+    Instruction* layer_major = nullptr;
+    if (circular) {
+      std::vector<int64_t> chunks = one;
+      chunks[2] = chunk;
+      chunks.insert(chunks.begin() + 2, repeats);
+      layer_major = eb.Transpose(eb.Reshape(whole, chunks), ChunkedToLayerMajor(r, c.batch_dim));
+    } else {
+      layer_major = eb.Transpose(whole, StackedToLayerMajor(r, c.batch_dim));
+    }
     Instruction* result = eb.Reshape(layer_major, c.global.dimensions());
+    per_stage_results_[result] = whole;
     // Still on its stage (a later loop reads it there): tiled over the
     // stages along the layers, as before over the other axes.
     const Sharding* base = loop_sharding != nullptr && loop_sharding->IsTuple()
                                ? &loop_sharding->tuple_elements()[c.element] : nullptr;
     staged_params_[result] = base ? std::optional<Sharding>(*base) : std::nullopt;
     MS_ASSIGN_OR_RETURN(Sharding on_stages, sh_.StageTiled(base, r, 0));
-    result->set_sharding(on_stages);
+    // (In chunk order it is not a tiling of [L, ...]: propagation places it.)
+    if (!circular) result->set_sharding(on_stages);
     batch_dims_[result] = c.batch_dim;
     results[c.element] = result;
   }

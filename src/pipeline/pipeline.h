@@ -31,9 +31,13 @@ struct PipelineSchedule {
   std::string schedule;
   int64_t stages = 0, microbatches = 0, repeats = 1, ticks = 0;
   int64_t layers = 0, layers_per_stage = 0;
+  // Layers a stage runs per visit of a microbatch: layers_per_stage / repeats
+  // (circular: stage s holds chunks s, s + S, s + 2S, ... of this many layers).
+  int64_t layers_per_chunk = 0;
   bool backward = false;  // a reverse scan: the stages run from the last to the first
   // One row per stage, one entry per tick: "F3" (forward of microbatch 3),
-  // "B3" (backward) or "" (idle).
+  // "B3" (backward) or "" (idle); with repeats, "F3.1" is microbatch 3 in
+  // round 1 (its second trip around the stages).
   std::vector<std::vector<std::string>> table;
   // Idle stage-ticks over all stage-ticks (every action costs the same).
   double bubble_fraction = 0;

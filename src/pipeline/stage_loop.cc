@@ -115,10 +115,9 @@ bool SumsOverBatch(const Instruction* v, const std::set<std::string>& batched) {
 }  // namespace
 
 StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
-                                   const StageShardings& shardings, int64_t microbatches,
-                                   int64_t batch_dim,
+                                   const StageShardings& shardings, int64_t chunk_layers,
+                                   int64_t microbatches, int64_t batch_dim,
                                    const std::map<int64_t, int64_t>& read_batch_dims) {
-  const int64_t stages = shardings.stages();
   Instruction& loop = *scan.loop;
   const Computation& original = *loop.while_body();
   std::vector<std::pair<int64_t, int64_t>> batch_dims = {{scan.activation, batch_dim}};
@@ -167,13 +166,13 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
                                "microbatches cannot be combined");
   }
 
-  // The stacked elements hold this stage's layers only.
-  const int64_t per_stage = scan.layers / stages;
+  // The stacked elements hold one chunk of this stage's layers.
+  const int64_t per_run = chunk_layers;
   Instruction* param = body->parameter(0);
   Shape carried = param->shape();
   std::vector<int64_t> per_layer = scan.stacked;
   per_layer.insert(per_layer.end(), scan.outputs.begin(), scan.outputs.end());
-  for (int64_t e : per_layer) carried.mutable_tuple_shapes()[e].mutable_dimensions()[0] = per_stage;
+  for (int64_t e : per_layer) carried.mutable_tuple_shapes()[e].mutable_dimensions()[0] = per_run;
   param->set_shape(carried);
   for (Instruction* g : param->users())
     g->set_shape(carried.tuple_shapes(static_cast<int>(g->attrs().tuple_index)));
@@ -183,7 +182,7 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   // A reverse scan's index counts down from this stage's last layer.
   if (scan.reversed) {
     Builder b(*copy, *body, loop.loc());
-    Instruction* last = b.ConstantS32(per_stage - 1);
+    Instruction* last = b.ConstantS32(per_run - 1);
     for (Instruction* g : param->users()) {
       if (g->attrs().tuple_index != scan.counter) continue;
       for (Instruction* u : std::vector<Instruction*>(g->users()))
@@ -230,7 +229,7 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   auto cond = std::make_unique<Computation>(cond_name);
   Builder b(module, *cond, loop.loc());
   Instruction* p = b.Parameter(0, carried, "stage_layers");
-  cond->set_root(b.Compare(b.Element(p, scan.counter), b.ConstantS32(per_stage),
+  cond->set_root(b.Compare(b.Element(p, scan.counter), b.ConstantS32(per_run),
                            ComparisonDirection::kLt));
   out.condition = module.AddComputation(std::move(cond));
   return out;

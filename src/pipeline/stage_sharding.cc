@@ -21,12 +21,13 @@ StageShardings::StageShardings(Mesh mesh, int64_t stage_axis)
 
 int64_t StageShardings::StageOf(int64_t device) const { return stage_of_[device]; }
 
-std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by) const {
+std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by, bool ring) const {
   std::vector<std::pair<int64_t, int64_t>> pairs;
   const TileAssignment& devices = mesh_.devices();
   for (int64_t d = 0; d < devices.num_devices(); ++d) {
     std::vector<int64_t> index = *devices.IndexOfDevice(d);
     index[stage_axis_] += by;
+    if (ring) index[stage_axis_] = ((index[stage_axis_] % stages()) + stages()) % stages();
     if (index[stage_axis_] < 0 || index[stage_axis_] >= stages()) continue;
     pairs.emplace_back(d, devices.DeviceAt(index));
   }

@@ -37,8 +37,9 @@ class StageShardings {
   StatusOr<Sharding> Full(const Sharding* base, int64_t rank) const;
 
   // Source-target pairs sending stage s to stage s + by (same coordinates on
-  // the other axes); stages with no such neighbour send nothing.
-  std::vector<std::pair<int64_t, int64_t>> ShiftPairs(int64_t by) const;
+  // the other axes); stages with no such neighbour send nothing, unless
+  // `ring`, where s + by wraps around (the last stage sends to the first).
+  std::vector<std::pair<int64_t, int64_t>> ShiftPairs(int64_t by, bool ring = false) const;
 
  private:
   enum class Where { kManual, kStageTiled, kFull };

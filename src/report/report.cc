@@ -81,6 +81,7 @@ nlohmann::ordered_json PipelineJson(const PipelineReport& r) {
     l["direction"] = p.backward ? "backward" : "forward";
     l["layers"] = p.layers;
     l["layers_per_stage"] = p.layers_per_stage;
+    l["layers_per_chunk"] = p.layers_per_chunk;
     l["ticks"] = p.ticks;
     l["bubble_fraction"] = p.bubble_fraction;
     l["peak_activation_bytes_per_stage"] = p.peak_activation_bytes_per_stage;

@@ -40,11 +40,50 @@ TEST(PipelineSchedule, GpipeBubbleIsTheFormula) {
       }
 }
 
+TEST(PipelineSchedule, CircularBubbleIsTheFormula) {
+  for (int64_t stages : {2, 4})
+    for (int64_t micro : {4, 8, 16})
+      for (int64_t repeats : {2, 3})
+        for (bool backward : {false, true}) {
+          PipelineSpec spec;
+          spec.axis = "stage";
+          spec.schedule = "circular";
+          spec.microbatches = micro;
+          spec.repeats = repeats;
+          auto s = PlanSchedule(spec, stages, 2 * stages * repeats, backward);
+          ASSERT_TRUE(s.ok()) << s.status().message();
+          EXPECT_EQ(s->ticks, micro * repeats + stages - 1);
+          EXPECT_EQ(s->layers_per_chunk, 2);
+          EXPECT_NEAR(s->bubble_fraction,
+                      static_cast<double>(stages - 1) /
+                          static_cast<double>(micro * repeats + stages - 1),
+                      1e-12);
+          // Each stage runs every microbatch once per round, rounds in order.
+          for (int64_t st = 0; st < stages; ++st) {
+            int64_t next = 0;
+            for (const std::string& a : s->table[st]) {
+              if (a.empty()) continue;
+              EXPECT_EQ(a, (backward ? "B" : "F") + std::to_string(next % micro) + "." +
+                               std::to_string(next / micro));
+              ++next;
+            }
+            EXPECT_EQ(next, micro * repeats);
+          }
+        }
+}
+
 TEST(PipelineSchedule, RefusesWhatIsNotBuilt) {
   PipelineSpec spec;
   spec.axis = "stage";
   spec.microbatches = 4;
   EXPECT_FALSE(PlanSchedule(spec, 4, 6).ok());  // 6 layers on 4 stages
+  spec.schedule = "circular";
+  spec.repeats = 2;
+  EXPECT_FALSE(PlanSchedule(spec, 4, 12).ok());  // 12 layers in 8 chunks
+  spec.microbatches = 2;
+  EXPECT_FALSE(PlanSchedule(spec, 4, 16).ok());  // fewer microbatches than stages
+  spec.microbatches = 4;
+  spec.repeats = 1;
   spec.schedule = "1f1b";
   auto s = PlanSchedule(spec, 2, 4);
   ASSERT_FALSE(s.ok());
