@@ -176,12 +176,6 @@ Instruction* SwapLeadingFactors(Builder& b, Instruction* v, int64_t a, int64_t b
   return b.Reshape(b.Transpose(b.Reshape(v, split), perm), dims);
 }
 
-std::vector<int64_t> Inverse(const std::vector<int64_t>& perm) {
-  std::vector<int64_t> inv(perm.size());
-  for (size_t k = 0; k < perm.size(); ++k) inv[perm[k]] = static_cast<int64_t>(k);
-  return inv;
-}
-
 class LoopPipeliner {
  public:
   LoopPipeliner(Module& module, const StageShardings& shardings, const PipelineSpec& spec,
@@ -363,27 +357,14 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
                               c.local, c.manual);
         break;
       case Carried::kBatchedRead: {
-        // [L, .., B, ..] -> [S, M, L/S, .., B/M, ..], tiled over the stages:
-        // the earlier loop's own per-stage value when it made `v`.
+        // The per-stage value [S, M, L/S, .., B/M, ..] the earlier loop made
+        // `v` from: residuals stay on their stage.
         const int64_t r = c.global.rank();
         auto made = per_stage_results_.find(v);
-        std::vector<int64_t> major = {stages, per_stage};
-        for (int64_t d = 1; d < r; ++d) {
-          int64_t n = c.global.dimensions(static_cast<int>(d));
-          if (d == c.batch_dim) {
-            major.push_back(n / micro);
-            major.push_back(micro);
-          } else {
-            major.push_back(n);
-          }
-        }
-        if (made == per_stage_results_.end() && circular)
+        if (made == per_stage_results_.end())
           return ErrorAt(*v, "loop %" + loop.name() + " reads per-layer %" + v->name() +
-                                 " with the batch, which no earlier circular loop wrote");
-        Instruction* staged =
-            made != per_stage_results_.end()
-                ? made->second
-                : eb.Transpose(eb.Reshape(v, major), Inverse(StackedToLayerMajor(r, c.batch_dim)));
+                                 " with the batch, which no earlier pipelined loop wrote");
+        Instruction* staged = made->second;
         std::vector<int64_t> one = c.local.dimensions();
         one.insert(one.begin(), 1);
         MS_ASSIGN_OR_RETURN(Sharding entered_sharding, sh_.Manual(Base(v), r, 2));
@@ -577,7 +558,8 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     Instruction* sent = On(b.Add(Opcode::kCollectivePermute, result->shape(), {result},
                                  "collective-permute"),
                            man_h);
-    sent->mutable_attrs().source_target_pairs = sh_.ShiftPairs(backward ? -1 : 1, /*ring=*/circular);
+    sent->mutable_attrs().source_target_pairs =
+        sh_.ShiftPairs(backward ? -1 : 1, /*ring=*/circular);
     sent->mutable_attrs().channel_id = NextChannelId(module_);
     std::vector<Instruction*> out = {b.Binary(Opcode::kAdd, t, b.ConstantS32(1)), stage, sent,
                                      outs_next, xs};
@@ -586,8 +568,7 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
       Instruction* v = in[5 + k];
       if (c.kind == Carried::kBatchedOutput) {
         Instruction* y = On(b.Element(layers, c.element), stage_elements[c.element]);
-        std::vector<int64_t> sizes = visit_sizes(true);
-        Instruction* old = On(b.Reshape(b.SliceBlock(v, visit_starts(true), sizes),
+        Instruction* old = On(b.Reshape(b.SliceBlock(v, visit_starts(true), visit_sizes(true)),
                                         y->shape().dimensions()),
                               stage_elements[c.element]);
         std::vector<int64_t> block = y->shape().dimensions();
