@@ -26,6 +26,7 @@
 #include "pipeline/layer_loop.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/stage_sharding.h"
+#include "sharding/sharding_util.h"
 
 namespace meshsplit {
 namespace {
@@ -132,7 +133,9 @@ namespace {
 // Shardings and shapes of one element of the layer loop's tuple across the
 // region border.
 struct Carried {
-  enum Kind { kWeights, kBatchedRead, kInvariant, kBatchedOutput, kSummedOutput };
+  // kBatchedInvariant: read unchanged by every layer but carries the batch
+  // (an attention mask): split into microbatches like the activation.
+  enum Kind { kWeights, kBatchedRead, kInvariant, kBatchedInvariant, kBatchedOutput, kSummedOutput };
   int64_t element = 0;
   Kind kind = kWeights;
   int64_t batch_dim = -1;  // in the element's own (global) dims
@@ -174,6 +177,35 @@ Instruction* SwapLeadingFactors(Builder& b, Instruction* v, int64_t a, int64_t b
   std::vector<int64_t> perm = {1, 0};
   for (int64_t d = 2; d < static_cast<int64_t>(split.size()); ++d) perm.push_back(d);
   return b.Reshape(b.Transpose(b.Reshape(v, split), perm), dims);
+}
+
+// The entry parameter whose copy `v` is, seen through transposes, copies,
+// converts and bitcasts that keep the shape (MaxText stores its stacked
+// weights [embed, layers, mlp] and transposes the layers to the front before
+// the scans), with the sharding that gives `v` the sharding `s`; nullopt
+// when `v` is computed otherwise.
+std::optional<std::pair<Instruction*, Sharding>> StackedParameter(Instruction* v, Sharding s) {
+  for (;;) {
+    switch (v->opcode()) {
+      case Opcode::kParameter:
+        return std::make_pair(v, std::move(s));
+      case Opcode::kTranspose: {
+        const std::vector<int64_t>& perm = v->attrs().dimensions;
+        std::vector<int64_t> inverse(perm.size());
+        for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
+        s = sharding_util::TransposeSharding(s, inverse);
+        break;
+      }
+      case Opcode::kBitcast:
+        if (v->operand(0)->shape().dimensions() != v->shape().dimensions()) return std::nullopt;
+        break;
+      case Opcode::kCopy: case Opcode::kConvert:
+        break;
+      default:
+        return std::nullopt;
+    }
+    v = v->operand(0);
+  }
 }
 
 class LoopPipeliner {
@@ -244,7 +276,6 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
                              ", the activation of loop %" + loop.name() + ")");
   const int64_t rank = act.rank();
   const Sharding* base_h = BaseOf(h0);
-  MS_ASSIGN_OR_RETURN(Sharding full_h, sh_.Full(base_h, rank));
   MS_ASSIGN_OR_RETURN(Sharding man_h, sh_.Manual(base_h, rank, 0));
   MS_ASSIGN_OR_RETURN(Sharding man_h1, sh_.Manual(base_h, rank, 1));
   MS_ASSIGN_OR_RETURN(Sharding man_h2, sh_.Manual(base_h, rank, 2));
@@ -273,16 +304,23 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     c.batch_dim = batch;
     c.global = loop.shape().tuple_shapes(static_cast<int>(e));
     const int64_t r = c.global.rank();
-    if (kind != Carried::kInvariant && base != nullptr && base->IsTiled() && base->TileDim(0) != 1)
+    const bool per_layer = kind != Carried::kInvariant && kind != Carried::kBatchedInvariant;
+    if (per_layer && base != nullptr && base->IsTiled() && base->TileDim(0) != 1)
       return ErrorAt(loop, "element " + std::to_string(e) + " of loop %" + loop.name() +
                                " is already split along its layer dim (" + base->ToString() + ")");
     c.local = stage_loop.carried.tuple_shapes(static_cast<int>(e));
-    if (kind != Carried::kInvariant) c.local.mutable_dimensions()[0] = per_stage;
+    if (per_layer) c.local.mutable_dimensions()[0] = per_stage;
     switch (kind) {
       case Carried::kInvariant: {
         MS_ASSIGN_OR_RETURN(c.full, sh_.Full(base, r));
         MS_ASSIGN_OR_RETURN(c.manual, sh_.Manual(base, r, 0));
         c.local = c.global;
+        break;
+      }
+      case Carried::kBatchedInvariant: {
+        MS_ASSIGN_OR_RETURN(c.full, sh_.Full(base, r));
+        MS_ASSIGN_OR_RETURN(c.manual, sh_.Manual(base, r, 1));
+        c.local = Shape(c.global.element_type(), LayoutFor(c.global, batch, micro).stacked);
         break;
       }
       case Carried::kWeights:
@@ -315,7 +353,10 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     if (!v->shape().IsArray())
       return ErrorAt(*v, "loop %" + loop.name() + " reads %" + v->name() +
                              ", a tuple, in every layer: not pipelined yet");
-    MS_RETURN_IF_ERROR(add(e, Carried::kInvariant, -1, Base(v)));
+    auto batched = stage_loop.invariant_batch_dims.find(e);
+    MS_RETURN_IF_ERROR(batched != stage_loop.invariant_batch_dims.end()
+                           ? add(e, Carried::kBatchedInvariant, batched->second, Base(v))
+                           : add(e, Carried::kInvariant, -1, Base(v)));
   }
   for (int64_t e : scan.outputs) {
     const Sharding* base = nullptr;
@@ -333,6 +374,24 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
 
   // Into the region.
   Builder eb(module_, *entry, loop.loc());
+  // A value with the batch at `batch_dim`, held whole by every stage and
+  // split into microbatches [M, .., B/M, ..] (microbatch m: rows b % M == m).
+  auto enter_microbatched = [&](Instruction* v, int64_t batch_dim,
+                                const Sharding* base) -> StatusOr<Instruction*> {
+    const Shape& shape = v->shape();
+    if (shape.dimensions(static_cast<int>(batch_dim)) % micro != 0)
+      return ErrorAt(loop, Plural(micro, "microbatch") + " do not divide dim " +
+                               std::to_string(batch_dim) + " of %" + v->name() + " (" +
+                               shape.ToString(false) + "), which loop %" + loop.name() +
+                               " reads in every layer");
+    MS_ASSIGN_OR_RETURN(Sharding full, sh_.Full(base, shape.rank()));
+    MS_ASSIGN_OR_RETURN(Sharding whole, sh_.Manual(base, shape.rank(), 0));
+    MS_ASSIGN_OR_RETURN(Sharding split, sh_.Manual(base, shape.rank(), 1));
+    const MicrobatchLayout l = LayoutFor(shape, batch_dim, micro);
+    Instruction* local = eb.CustomCall(
+        kFullToShard, eb.CustomCall(kShardingTarget, v, shape, full), shape, whole);
+    return On(eb.Transpose(eb.Reshape(local, l.split), l.to_front), split);
+  };
   std::vector<Instruction*> tick_init(5, nullptr);
   std::vector<Sharding> tick_sharding = {scalar_man, scalar_man, man_h, man_h1, man_h1};
   for (const Carried& c : carried) {
@@ -340,9 +399,11 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     Instruction* local = nullptr;
     switch (c.kind) {
       case Carried::kWeights:
-        if (v->opcode() == Opcode::kParameter) {
-          if (!staged_params_.count(v)) staged_params_[v] = v->sharding();
-          v->set_sharding(c.full);
+        // The parameter behind the stack holds this stage's layers only.
+        if (auto source = StackedParameter(v, c.full)) {
+          auto& [parameter, staged] = *source;
+          if (!staged_params_.count(parameter)) staged_params_[parameter] = parameter->sharding();
+          parameter->set_sharding(staged);
         }
         if (circular) {
           // The parameter keeps L/S contiguous layers per device; this
@@ -356,6 +417,10 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
         local = eb.CustomCall(kFullToShard, eb.CustomCall(kShardingTarget, v, v->shape(), c.full),
                               c.local, c.manual);
         break;
+      case Carried::kBatchedInvariant: {
+        MS_ASSIGN_OR_RETURN(local, enter_microbatched(v, c.batch_dim, Base(v)));
+        break;
+      }
       case Carried::kBatchedRead: {
         // The per-stage value [S, M, L/S, .., B/M, ..] the earlier loop made
         // `v` from: residuals stay on their stage.
@@ -385,9 +450,7 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     tick_init.push_back(On(local, c.manual));
     tick_sharding.push_back(c.manual);
   }
-  Instruction* h_local =
-      eb.CustomCall(kFullToShard, eb.CustomCall(kShardingTarget, h0, act, full_h), act, man_h);
-  Instruction* xmb = On(eb.Transpose(eb.Reshape(h_local, lay.split), lay.to_front), man_h1);
+  MS_ASSIGN_OR_RETURN(Instruction* xmb, enter_microbatched(h0, bd, base_h));
   Instruction* iota = eb.Add(Opcode::kIota, Shape(PrimitiveType::S32, {stages}), {}, "iota");
   Instruction* stage_id = On(
       eb.Reshape(eb.CustomCall(kFullToShard,
@@ -410,10 +473,12 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
   std::vector<Sharding> stage_elements(stage_loop.carried.tuple_size(), scalar_man);
   stage_elements[scan.activation] = man_h;
   for (const Carried& c : carried) {
-    if (c.kind == Carried::kBatchedRead || c.kind == Carried::kBatchedOutput) {
+    if (c.kind == Carried::kBatchedRead || c.kind == Carried::kBatchedOutput ||
+        c.kind == Carried::kBatchedInvariant) {
       // One microbatch of the per-stage buffer: the buffer's tiles minus M.
       const Sharding* base = nullptr;
-      if (c.kind == Carried::kBatchedRead) base = Base(init->operand(static_cast<int>(c.element)));
+      if (c.kind == Carried::kBatchedRead || c.kind == Carried::kBatchedInvariant)
+        base = Base(init->operand(static_cast<int>(c.element)));
       else if (loop_sharding != nullptr && loop_sharding->IsTuple())
         base = &loop_sharding->tuple_elements()[c.element];
       MS_ASSIGN_OR_RETURN(stage_elements[c.element],
@@ -524,6 +589,9 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
           v = On(b.Reshape(b.SliceBlock(v, visit_starts(true), visit_sizes(true)),
                            inner.dimensions()),
                  stage_elements[c.element]);
+          break;
+        case Carried::kBatchedInvariant:
+          v = On(b.Reshape(b.SliceRow(v, mc), inner.dimensions()), stage_elements[c.element]);
           break;
         case Carried::kBatchedOutput: case Carried::kSummedOutput:
           v = On(b.Broadcast(On(b.Scalar(inner.element_type(), 0), scalar_man),
@@ -726,7 +794,8 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
   // stored outputs, and per-microbatch stacked results kept for later.
   int64_t bytes = micro_bytes * (1 + 2 * micro);
   for (const Carried& c : carried)
-    if (c.kind == Carried::kBatchedOutput || c.kind == Carried::kBatchedRead)
+    if (c.kind == Carried::kBatchedOutput || c.kind == Carried::kBatchedRead ||
+        c.kind == Carried::kBatchedInvariant)
       bytes += c.local.ByteSize() / c.manual.NumTiles();
   schedule.peak_activation_bytes_per_stage = bytes;
   return schedule;

@@ -3,6 +3,7 @@
 // dim by propagating a batch tiling), given L/S layers, and moved back in.
 #include "pipeline/stage_loop.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -63,7 +64,8 @@ void InlineCalls(Module& module, Computation& comp) {
 // The loop body alone, as the entry of a copy of the module, rebatched.
 StatusOr<std::unique_ptr<Module>> RebatchedBody(
     const Module& module, const Instruction& loop, int64_t microbatches,
-    const std::vector<std::pair<int64_t, int64_t>>& batch_dims) {
+    const std::vector<std::pair<int64_t, int64_t>>& batch_dims,
+    const std::vector<int64_t>& open_elements = {}) {
   std::unique_ptr<Module> copy = module.Clone();
   Computation* body = copy->FindComputation(loop.while_body()->name());
   std::set<Computation*> keep;
@@ -79,6 +81,7 @@ StatusOr<std::unique_ptr<Module>> RebatchedBody(
   ShrinkBatchOptions shrink;
   shrink.parameters = {body->parameter(0)->name()};
   shrink.tuple_batch_dims = batch_dims;
+  shrink.open_tuple_elements = open_elements;
   shrink.factor = microbatches;
   StatusOr<ShrinkBatchReport> shrunk = ShrinkBatch(*copy, shrink);
   if (!shrunk.ok())
@@ -123,11 +126,32 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   std::vector<std::pair<int64_t, int64_t>> batch_dims = {{scan.activation, batch_dim}};
   for (const auto& [e, d] : read_batch_dims) batch_dims.emplace_back(e, d);
 
-  // First rebatch: which dim of each stacked result's update shrank.
+  // First rebatch: which dim of each stacked result's update shrank, and
+  // which values every layer reads carry the batch (propagation decides,
+  // from how the body uses them).
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> copy,
-                      RebatchedBody(module, loop, microbatches, batch_dims));
+                      RebatchedBody(module, loop, microbatches, batch_dims, scan.invariant));
   StageLoop out;
-  bool batched_outputs = false;
+  bool rebatch_again = false;
+  for (const Instruction* read : copy->entry()->parameter(0)->users()) {
+    const int64_t e = read->attrs().tuple_index;
+    if (std::find(scan.invariant.begin(), scan.invariant.end(), e) == scan.invariant.end() ||
+        out.invariant_batch_dims.count(e))
+      continue;
+    const Shape& before = original.parameter(0)->shape().tuple_shapes(static_cast<int>(e));
+    for (int64_t d = 0; d < read->shape().rank(); ++d) {
+      if (read->shape().dimensions(static_cast<int>(d)) == before.dimensions(static_cast<int>(d)))
+        continue;
+      if (out.invariant_batch_dims.count(e))
+        return ErrorAt(loop, "loop %" + loop.name() + " reads element " + std::to_string(e) +
+                                 " in every layer, whose dims " +
+                                 std::to_string(out.invariant_batch_dims[e]) + " and " +
+                                 std::to_string(d) + " both derive from the batch");
+      out.invariant_batch_dims[e] = d;
+      batch_dims.emplace_back(e, d);
+      rebatch_again = true;
+    }
+  }
   for (int64_t e : scan.outputs) {
     const Instruction* update = copy->entry()->root()->operand(static_cast<int>(e))->operand(1);
     const Instruction* before = original.Find(update->name());
@@ -145,11 +169,12 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
     out.output_batch_dims[e] = dim;
     if (dim >= 0) {
       batch_dims.emplace_back(e, dim);
-      batched_outputs = true;
+      rebatch_again = true;
     }
   }
-  // Second rebatch with the batched results' buffers shrunk too.
-  if (batched_outputs) {
+  // Second rebatch with the batched results' buffers (and the batched
+  // invariants) shrunk too.
+  if (rebatch_again) {
     MS_ASSIGN_OR_RETURN(copy, RebatchedBody(module, loop, microbatches, batch_dims));
   }
   Computation* body = copy->entry();

@@ -20,6 +20,10 @@ struct StageLoop {
   // shapes, or -1 for results that sum over the batch (weight gradients),
   // which the pipeline adds up over microbatches.
   std::map<int64_t, int64_t> output_batch_dims;
+  // Batch dim of each value every layer reads unchanged (LayerLoop::invariant)
+  // that carries the batch (an attention mask, rotary tables of the
+  // positions), by tuple index: each stage reads its microbatch's slice.
+  std::map<int64_t, int64_t> invariant_batch_dims;
 };
 
 // Builds the stage loop of `scan` over `chunk_layers` consecutive layers (a

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <set>
 
 #include "ir/computation.h"
 #include "ir/shape_inference.h"
@@ -183,6 +184,7 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
   }
   for (const auto& comp : module.computations())
     for (const auto& instr : comp->instructions()) instr->clear_sharding();
+  std::vector<Instruction*> open_parameters;  // tuples whose elements' reads decide their shapes
   for (const std::string& name : options.parameters) {
     Instruction* p = nullptr;
     for (Instruction* q : entry->parameters())
@@ -226,7 +228,21 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
                           batch_tiling(p->shape().tuple_shapes(static_cast<int>(e)), dim,
                                        "parameter '" + name + "' element " + std::to_string(e)));
     }
-    p->set_sharding(Sharding::Tuple(std::move(elements)));
+    if (options.open_tuple_elements.empty()) {
+      p->set_sharding(Sharding::Tuple(std::move(elements)));
+      continue;
+    }
+    // Open elements: the fixed ones are pinned on their reads and the
+    // parameter itself is left to propagation.
+    std::set<int64_t> open(options.open_tuple_elements.begin(), options.open_tuple_elements.end());
+    for (Instruction* user : p->users()) {
+      if (user->opcode() != Opcode::kGetTupleElement)
+        return Status::Error("parameter '" + name + "' has open elements but is read whole by %" +
+                             user->name());
+      const int64_t e = user->attrs().tuple_index;
+      if (!open.count(e)) user->set_sharding(elements[e]);
+    }
+    open_parameters.push_back(p);
   }
   if (options.factor == 1) return report;
   int64_t saved_partitions = module.num_partitions();
@@ -253,6 +269,15 @@ StatusOr<ShrinkBatchReport> ShrinkBatch(Module& module, const ShrinkBatchOptions
         ++report.instructions_shrunk;
       }
     }
+  for (Instruction* p : open_parameters) {
+    Shape shape = p->shape();
+    for (const Instruction* read : p->users())
+      shape.mutable_tuple_shapes()[read->attrs().tuple_index] = read->shape();
+    if (shape != p->shape()) {
+      p->set_shape(std::move(shape));
+      ++report.instructions_shrunk;
+    }
+  }
   // Ops whose result shape follows from their operands are re-inferred, so
   // that an op without a propagation rule (batch-norm-training, say) still
   // follows its shrunk operands.

@@ -34,6 +34,12 @@ struct ShrinkBatchOptions {
   // activation and stacked per-layer values, for the pipeline pass);
   // `batch_dim` is then unused.
   std::vector<std::pair<int64_t, int64_t>> tuple_batch_dims;
+  // With `tuple_batch_dims`: tuple elements whose batch dim, if they have
+  // one, is not known beforehand; propagation finds it from how the body
+  // uses them (a loop-invariant attention mask read beside the activation).
+  // Such an element must be read only through get-tuple-element. The other
+  // elements are fixed: batched as `tuple_batch_dims` says, else unbatched.
+  std::vector<int64_t> open_tuple_elements;
 };
 
 struct ShrinkBatchReport {
