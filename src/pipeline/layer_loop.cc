@@ -153,19 +153,34 @@ StatusOr<LayerLoop> AnalyseLayerLoop(Instruction& loop) {
     }
     if (direct) index.insert(x);
   };
+  // (L - counter) - 1, the other spelling of a reverse scan's index (JAX's
+  // transposed scan): the users of L - counter that subtract 1.
+  auto minus_one = [&](const Instruction* u) {
+    std::vector<const Instruction*> out;
+    for (const Instruction* w : u->users()) {
+      std::optional<int64_t> one;
+      if (w->opcode() == Opcode::kSubtract && w->operand(0) == u) one = IntConstant(w->operand(1));
+      if (!one || *one != 1) return std::vector<const Instruction*>{};
+      out.push_back(w);
+    }
+    return out;
+  };
   for (const Instruction* g : counters) {
     bool forward_use = false;
     for (const Instruction* u : g->users()) {
       if (u == next) continue;
-      std::optional<int64_t> last;
+      std::optional<int64_t> minuend;
       if (u->opcode() == Opcode::kSubtract && u->operand(1) == g)
-        last = IntConstant(u->operand(0));
-      if (last && *last == out.layers - 1) {
-        out.reversed = true;
-        add_index(u);
-      } else {
+        minuend = IntConstant(u->operand(0));
+      std::vector<const Instruction*> reverse_index;
+      if (minuend && *minuend == out.layers - 1) reverse_index = {u};
+      if (minuend && *minuend == out.layers) reverse_index = minus_one(u);
+      if (reverse_index.empty()) {
         forward_use = true;
+        continue;
       }
+      out.reversed = true;
+      for (const Instruction* x : reverse_index) add_index(x);
     }
     if (forward_use) {
       if (out.reversed) return NotALayerLoop(loop, "reads layers both by the counter and in reverse");

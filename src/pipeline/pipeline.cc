@@ -179,16 +179,19 @@ Instruction* SwapLeadingFactors(Builder& b, Instruction* v, int64_t a, int64_t b
   return b.Reshape(b.Transpose(b.Reshape(v, split), perm), dims);
 }
 
-// The entry parameter whose copy `v` is, seen through transposes, copies,
-// converts and bitcasts that keep the shape (MaxText stores its stacked
-// weights [embed, layers, mlp] and transposes the layers to the front before
-// the scans), with the sharding that gives `v` the sharding `s`; nullopt
-// when `v` is computed otherwise.
-std::optional<std::pair<Instruction*, Sharding>> StackedParameter(Instruction* v, Sharding s) {
+// When `v` is a copy of an entry parameter, seen through transposes,
+// copies, converts and bitcasts that keep the shape (MaxText stores its
+// stacked weights [embed, layers, mlp] and transposes the layers to the
+// front before the scans): `v`, the values between, and the parameter, each
+// with the sharding that gives `v` the sharding `s`. Empty when `v` is
+// computed otherwise.
+std::vector<std::pair<Instruction*, Sharding>> StackedParameterChain(Instruction* v, Sharding s) {
+  std::vector<std::pair<Instruction*, Sharding>> chain;
   for (;;) {
+    chain.emplace_back(v, s);
     switch (v->opcode()) {
       case Opcode::kParameter:
-        return std::make_pair(v, std::move(s));
+        return chain;
       case Opcode::kTranspose: {
         const std::vector<int64_t>& perm = v->attrs().dimensions;
         std::vector<int64_t> inverse(perm.size());
@@ -197,12 +200,12 @@ std::optional<std::pair<Instruction*, Sharding>> StackedParameter(Instruction* v
         break;
       }
       case Opcode::kBitcast:
-        if (v->operand(0)->shape().dimensions() != v->shape().dimensions()) return std::nullopt;
+        if (v->operand(0)->shape().dimensions() != v->shape().dimensions()) return {};
         break;
       case Opcode::kCopy: case Opcode::kConvert:
         break;
       default:
-        return std::nullopt;
+        return {};
     }
     v = v->operand(0);
   }
@@ -399,11 +402,11 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     Instruction* local = nullptr;
     switch (c.kind) {
       case Carried::kWeights:
-        // The parameter behind the stack holds this stage's layers only.
-        if (auto source = StackedParameter(v, c.full)) {
-          auto& [parameter, staged] = *source;
-          if (!staged_params_.count(parameter)) staged_params_[parameter] = parameter->sharding();
-          parameter->set_sharding(staged);
+        // The parameter behind the stack holds this stage's layers only, and
+        // so does every value on the way (none is gathered whole).
+        for (auto& [x, staged] : StackedParameterChain(v, c.full)) {
+          if (!staged_params_.count(x)) staged_params_[x] = x->sharding();
+          x->set_sharding(staged);
         }
         if (circular) {
           // The parameter keeps L/S contiguous layers per device; this

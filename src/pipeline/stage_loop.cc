@@ -61,8 +61,14 @@ void InlineCalls(Module& module, Computation& comp) {
   }
 }
 
+struct Rebatched {
+  std::unique_ptr<Module> module;
+  // The body's instructions (with the calls inlined) whose shape changed.
+  std::set<std::string> batched;
+};
+
 // The loop body alone, as the entry of a copy of the module, rebatched.
-StatusOr<std::unique_ptr<Module>> RebatchedBody(
+StatusOr<Rebatched> RebatchedBody(
     const Module& module, const Instruction& loop, int64_t microbatches,
     const std::vector<std::pair<int64_t, int64_t>>& batch_dims,
     const std::vector<int64_t>& open_elements = {}) {
@@ -83,16 +89,24 @@ StatusOr<std::unique_ptr<Module>> RebatchedBody(
   shrink.tuple_batch_dims = batch_dims;
   shrink.open_tuple_elements = open_elements;
   shrink.factor = microbatches;
+  std::map<std::string, Shape> before;
+  for (const auto& i : body->instructions()) before.emplace(i->name(), i->shape());
   StatusOr<ShrinkBatchReport> shrunk = ShrinkBatch(*copy, shrink);
   if (!shrunk.ok())
     return ErrorAt(loop, "loop %" + loop.name() + ": its body does not run on a microbatch: " +
                              shrunk.status().message());
-  return copy;
+  Rebatched out;
+  for (const auto& i : body->instructions()) {
+    auto it = before.find(i->name());
+    if (it != before.end() && it->second != i->shape()) out.batched.insert(i->name());
+  }
+  out.module = std::move(copy);
+  return out;
 }
 
 // True when `v` adds up contributions over the batch: a dot contracting, or
-// a reduce-add over, a batch-derived dim, seen through shape-only ops and
-// sums of such values. Only such stacked results may be summed over
+// a reduce-add over, a batch-derived dim (or over such a sum), seen through
+// shape-only ops, sums of such values and the tuples an inlined call leaves. Only such stacked results may be summed over
 // microbatches (a weight gradient is; a max over the batch would not be).
 bool SumsOverBatch(const Instruction* v, const std::set<std::string>& batched) {
   switch (v->opcode()) {
@@ -103,8 +117,13 @@ bool SumsOverBatch(const Instruction* v, const std::set<std::string>& batched) {
       return SumsOverBatch(v->operand(0), batched) && SumsOverBatch(v->operand(1), batched);
     case Opcode::kDot:
       return batched.count(v->operand(0)->name()) > 0 && batched.count(v->operand(1)->name()) > 0;
+    case Opcode::kGetTupleElement:
+      return v->operand(0)->opcode() == Opcode::kTuple &&
+             SumsOverBatch(v->operand(0)->operand(static_cast<int>(v->attrs().tuple_index)), batched);
     case Opcode::kReduce: {
-      if (v->operand_count() != 2 || !batched.count(v->operand(0)->name())) return false;
+      if (v->operand_count() != 2) return false;
+      if (!batched.count(v->operand(0)->name()) && !SumsOverBatch(v->operand(0), batched))
+        return false;
       const Computation* f = v->to_apply();
       return f != nullptr && f->root()->opcode() == Opcode::kAdd &&
              f->root()->operand(0)->opcode() == Opcode::kParameter &&
@@ -129,8 +148,9 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   // First rebatch: which dim of each stacked result's update shrank, and
   // which values every layer reads carry the batch (propagation decides,
   // from how the body uses them).
-  MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> copy,
+  MS_ASSIGN_OR_RETURN(Rebatched rebatched,
                       RebatchedBody(module, loop, microbatches, batch_dims, scan.invariant));
+  std::unique_ptr<Module> copy = std::move(rebatched.module);
   StageLoop out;
   bool rebatch_again = false;
   for (const Instruction* read : copy->entry()->parameter(0)->users()) {
@@ -175,14 +195,11 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   // Second rebatch with the batched results' buffers (and the batched
   // invariants) shrunk too.
   if (rebatch_again) {
-    MS_ASSIGN_OR_RETURN(copy, RebatchedBody(module, loop, microbatches, batch_dims));
+    MS_ASSIGN_OR_RETURN(rebatched, RebatchedBody(module, loop, microbatches, batch_dims));
+    copy = std::move(rebatched.module);
   }
   Computation* body = copy->entry();
-  std::set<std::string> batched;
-  for (const auto& i : body->instructions()) {
-    const Instruction* before = original.Find(i->name());
-    if (before != nullptr && before->shape() != i->shape()) batched.insert(i->name());
-  }
+  const std::set<std::string>& batched = rebatched.batched;
   for (const auto& [e, dim] : out.output_batch_dims) {
     const Instruction* update = body->root()->operand(static_cast<int>(e))->operand(1);
     if (dim < 0 && !SumsOverBatch(update, batched))
@@ -204,14 +221,20 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   for (int64_t e : scan.outputs)
     body->root()->operand(static_cast<int>(e))->set_shape(carried.tuple_shapes(static_cast<int>(e)));
   body->root()->set_shape(carried);
-  // A reverse scan's index counts down from this stage's last layer.
+  // A reverse scan's index counts down from the chunk's last layer:
+  // (L - 1) - counter becomes (n - 1) - counter, and (L - counter) - 1
+  // becomes (n - counter) - 1, for the chunk's n layers.
   if (scan.reversed) {
     Builder b(*copy, *body, loop.loc());
-    Instruction* last = b.ConstantS32(per_run - 1);
     for (Instruction* g : param->users()) {
       if (g->attrs().tuple_index != scan.counter) continue;
-      for (Instruction* u : std::vector<Instruction*>(g->users()))
-        if (u->opcode() == Opcode::kSubtract && u->operand(1) == g) u->ReplaceOperand(0, last);
+      for (Instruction* u : std::vector<Instruction*>(g->users())) {
+        const Instruction* minuend = u->opcode() == Opcode::kSubtract && u->operand(1) == g
+                                         ? u->operand(0) : nullptr;
+        if (minuend == nullptr || minuend->opcode() != Opcode::kConstant) continue;
+        const int64_t from_last = scan.layers - minuend->literal().GetInt(0);  // 1 or 0
+        u->ReplaceOperand(0, b.ConstantS32(per_run - from_last));
+      }
     }
     body->SortTopologically();
   }
