@@ -11,18 +11,34 @@
 # any mismatch; exits 77 (ctest: skipped) when the shared models are absent.
 # docs/models.md has the numbers.
 #
+# Then pipelined (docs/pipeline.md): both scans over 2 stages beside data=8
+# (examples/maxtext/pipeline_dp8_pp2.json, 16 devices) and over 4 stages
+# (data=8,stage=4, 32 devices), 2 microbatches, the stage buffers filled
+# with NaN so that nothing computed in a bubble may reach a result.
+#
 # Usage: maxtext_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
 source "$(dirname "$0")/model_args.sh"
 
 status=0
-for mesh in dp8 dp8_mp4; do
+echo '{"mesh": {"data": 8, "stage": 4}, "existing_axes": ["data"], "rules": [],
+       "pipeline": {"axis": "stage", "microbatches": 2}}' > "$work/pipeline_dp8_pp4.json"
+for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp4; do
   shard=()
-  [[ $mesh == dp8_mp4 ]] && shard=(--shard "$repo/examples/maxtext/megatron_dp8_mp4.json")
+  pipeline=()
+  case $mesh in
+    dp8_mp4) shard=(--shard "$repo/examples/maxtext/megatron_dp8_mp4.json") ;;
+    dp8_pp2) shard=(--shard "$repo/examples/maxtext/pipeline_dp8_pp2.json")
+             pipeline=(--mesh data=8,stage=2 --pipeline axis=stage,microbatches=2) ;;
+    dp8_pp4) shard=(--shard "$work/pipeline_dp8_pp4.json")
+             pipeline=(--mesh data=8,stage=4 --pipeline axis=stage,microbatches=2) ;;
+  esac
   "$meshsplit" shrink-shapes "$model" --propagate --divisor 128 "${shard[@]}" \
       > "$work/$mesh.hlo" 2> "$work/$mesh.shrink.log"
   sed 's/bf16/f64/g; s/f32/f64/g' "$work/$mesh.hlo" > "$work/${mesh}_f64.hlo"
   echo "== $mesh"
-  if ! "$meshsplit" verify "$work/${mesh}_f64.hlo" --seed 0 > "$work/$mesh.out" 2>&1; then
+  # The shrunk copy carries the spec's shardings; a pipelined run takes the
+  # spec's mesh and pipeline again as flags.
+  if ! "$meshsplit" verify "$work/${mesh}_f64.hlo" --seed 0 "${pipeline[@]}" > "$work/$mesh.out" 2>&1; then
     status=1
   fi
   cat "$work/$mesh.out"
