@@ -13,7 +13,8 @@
 #
 # Then pipelined (docs/pipeline.md): both scans over 2 stages beside data=8
 # (examples/maxtext/pipeline_dp8_pp2.json, 16 devices) and over 4 stages
-# (data=8,stage=4, 32 devices), 2 microbatches, the stage buffers filled
+# (data=8,stage=4, 32 devices), 2 microbatches, and the circular schedule
+# over 2 stages (2 chunks of 2 layers per device), the stage buffers filled
 # with NaN so that nothing computed in a bubble may reach a result.
 #
 # Usage: maxtext_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
@@ -22,13 +23,15 @@ source "$(dirname "$0")/model_args.sh"
 status=0
 echo '{"mesh": {"data": 8, "stage": 4}, "existing_axes": ["data"], "rules": [],
        "pipeline": {"axis": "stage", "microbatches": 2}}' > "$work/pipeline_dp8_pp4.json"
-for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp4; do
+for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp2_circular dp8_pp4; do
   shard=()
   pipeline=()
   case $mesh in
     dp8_mp4) shard=(--shard "$repo/examples/maxtext/megatron_dp8_mp4.json") ;;
     dp8_pp2) shard=(--shard "$repo/examples/maxtext/pipeline_dp8_pp2.json")
              pipeline=(--mesh data=8,stage=2 --pipeline axis=stage,microbatches=2) ;;
+    dp8_pp2_circular) shard=(--shard "$repo/examples/maxtext/pipeline_dp8_pp2.json")
+             pipeline=(--mesh data=8,stage=2 --pipeline axis=stage,microbatches=2,schedule=circular,repeats=2) ;;
     dp8_pp4) shard=(--shard "$work/pipeline_dp8_pp4.json")
              pipeline=(--mesh data=8,stage=4 --pipeline axis=stage,microbatches=2) ;;
   esac
