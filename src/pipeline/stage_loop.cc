@@ -106,8 +106,9 @@ StatusOr<Rebatched> RebatchedBody(
 
 // True when `v` adds up contributions over the batch: a dot contracting, or
 // a reduce-add over, a batch-derived dim (or over such a sum), seen through
-// shape-only ops, sums of such values and the tuples an inlined call leaves. Only such stacked results may be summed over
-// microbatches (a weight gradient is; a max over the batch would not be).
+// shape-only ops, sums of such values and the tuples an inlined call
+// leaves. Only such stacked results may be summed over microbatches (a
+// weight gradient is; a max over the batch would not be).
 bool SumsOverBatch(const Instruction* v, const std::set<std::string>& batched) {
   switch (v->opcode()) {
     case Opcode::kReshape: case Opcode::kTranspose: case Opcode::kConvert:

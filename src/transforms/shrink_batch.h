@@ -37,8 +37,8 @@ struct ShrinkBatchOptions {
   // With `tuple_batch_dims`: tuple elements whose batch dim, if they have
   // one, is not known beforehand; propagation finds it from how the body
   // uses them (a loop-invariant attention mask read beside the activation).
-  // Such an element must be read only through get-tuple-element. The other
-  // elements are fixed: batched as `tuple_batch_dims` says, else unbatched.
+  // The parameter must then be read only through get-tuple-element. The
+  // other elements are fixed: batched as `tuple_batch_dims` says, else not.
   std::vector<int64_t> open_tuple_elements;
 };
 
