@@ -6,7 +6,13 @@
 // The reported ratio t(largest data) / t(data = 1) per stage count is the
 // number to watch: GSPMD-style pipelining should keep compile time flat in
 // the number of devices (target <= 1.1).
+//
+// Then the time of one pipelined training step in the executor (4 virtual
+// devices, stage=4, 4 microbatches, batch 2048), gpipe and circular (R = 2),
+// with bubble stage-ticks skipping their layers (the default) and computing
+// them: process CPU seconds, the work every device did, and wall seconds.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -14,9 +20,13 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "bench_clock.h"
 #include "compiler/compile.h"
+#include "runtime/executor.h"
 #include "text/parser.h"
+#include "verify/verify.h"
 
 namespace meshsplit {
 namespace {
@@ -28,15 +38,16 @@ std::string Replace(std::string s, const std::string& from, const std::string& t
 }
 
 // The test's training step at bench shapes.
-std::string TrainStep() {
+std::string TrainStep(const std::string& batch = "8192") {
   std::ifstream in(MESHSPLIT_SOURCE_DIR "/tests/pipeline/Inputs/scan_mlp_train.hlo");
   std::stringstream ss;
   ss << in.rdbuf();
   std::string s = ss.str();
   const std::vector<std::pair<std::string, std::string>> sizes = {
-      {"[4,8,16]", "[8,8192,64]"}, {"[1,8,16]", "[1,8192,64]"}, {"{1,8,16}", "{1,8192,64}"},
+      {"[4,8,16]", "[8," + batch + ",64]"}, {"[1,8,16]", "[1," + batch + ",64]"},
+      {"{1,8,16}", "{1," + batch + ",64}"},
       {"[4,16,16]", "[8,64,64]"},  {"[1,16,16]", "[1,64,64]"},  {"{1,16,16}", "{1,64,64}"},
-      {"[8,16]", "[8192,64]"},     {"[16,16]", "[64,64]"},      {"[4,16]", "[8,64]"},
+      {"[8,16]", "[" + batch + ",64]"}, {"[16,16]", "[64,64]"}, {"[4,16]", "[8,64]"},
       {"[1,16]", "[1,64]"},        {"{1,16}", "{1,64}"},        {"f32[16]", "f32[64]"},
       {"constant(4)", "constant(8)"}, {"constant(3)", "constant(7)"}};
   for (const auto& [from, to] : sizes) s = Replace(s, from, to);
@@ -70,14 +81,70 @@ double CompileSeconds(const std::string& text, int64_t data, int64_t stages) {
   return times[1];
 }
 
+double WallSeconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double ProcessCpuSeconds() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+struct StepTime {
+  double cpu = 0, wall = 0;
+};
+
+// Median over 3 runs of one training step on `stages` virtual devices.
+StepTime RunStep(const std::string& text, int64_t stages, const std::string& schedule,
+                 bool skip_idle) {
+  auto module = ParseModuleText(text);
+  if (!module.ok()) std::exit(1);
+  const std::vector<Literal> inputs = RandomInputs(*(*module)->entry(), 1);
+  const Shape result = (*module)->entry()->root()->shape();
+  CompileOptions options;
+  options.mesh = "stage=" + std::to_string(stages);
+  PipelineSpec p;
+  p.axis = "stage";
+  p.microbatches = 4;
+  p.schedule = schedule;
+  p.repeats = schedule == "circular" ? 2 : 1;
+  options.pipeline = p;
+  options.pipeline_skip_idle = skip_idle;
+  auto compiled = Compile(**module, options);
+  if (!compiled.ok() || compiled->partitioned == nullptr) {
+    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
+                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::vector<double> cpu, wall;
+  for (int rep = 0; rep < 3; ++rep) {
+    const double c0 = ProcessCpuSeconds(), w0 = WallSeconds();
+    auto r = RunSpmd(*compiled->partitioned, inputs, result, stages);
+    cpu.push_back(ProcessCpuSeconds() - c0);
+    wall.push_back(WallSeconds() - w0);
+    if (!r.ok()) {
+      std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+      std::exit(1);
+    }
+  }
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(wall.begin(), wall.end());
+  return {cpu[1], wall[1]};
+}
+
 }  // namespace
 }  // namespace meshsplit
 
-int main() {
+int main(int argc, char** argv) {
   using namespace meshsplit;
+  // `bench_pipeline exec` runs the executor part only.
+  const bool compile_table = !(argc > 1 && std::string(argv[1]) == "exec");
   const std::string text = TrainStep();
-  std::printf("%-8s %-8s %-8s %12s\n", "stages", "data", "devices", "compile ms");
+  if (compile_table) std::printf("%-8s %-8s %-8s %12s\n", "stages", "data", "devices", "compile ms");
   for (int64_t stages : {2, 4, 8}) {
+    if (!compile_table) break;
     double first = 0, last = 0;
     for (int64_t data = 1; data * stages <= 8192 && data <= 1024; data *= 4) {
       const double t = CompileSeconds(text, data, stages);
@@ -88,6 +155,17 @@ int main() {
     }
     std::printf("stages=%lld: t(largest) / t(data=1) = %.2f\n", static_cast<long long>(stages),
                 last / first);
+  }
+
+  const std::string step = TrainStep("2048");
+  std::printf("\n%-10s %-8s %10s %10s %10s %10s %8s\n", "schedule", "stages", "cpu skip",
+              "cpu all", "wall skip", "wall all", "cpu saved");
+  for (const std::string schedule : {"gpipe", "circular"}) {
+    const StepTime skip = RunStep(step, 4, schedule, true);
+    const StepTime all = RunStep(step, 4, schedule, false);
+    std::printf("%-10s %-8d %8.1fms %8.1fms %8.1fms %8.1fms %7.0f%%\n", schedule.c_str(), 4,
+                skip.cpu * 1e3, all.cpu * 1e3, skip.wall * 1e3, all.wall * 1e3,
+                100.0 * (1.0 - skip.cpu / all.cpu));
   }
   return 0;
 }

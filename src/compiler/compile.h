@@ -92,9 +92,12 @@ struct CompileOptions {
   // (docs/pipeline.md). `pipeline` (the --pipeline flag) wins over the
   // spec's "pipeline" key; the mesh is `pipeline_mesh`, else the spec's
   // (or --mesh). `pipeline_fill_nan`: bubble buffers hold NaN (verify).
+  // `pipeline_skip_idle`: bubble stage-ticks skip their layers (the
+  // benchmark turns it off to measure what skipping saves).
   std::optional<PipelineSpec> pipeline;
   std::optional<Mesh> pipeline_mesh;
   bool pipeline_fill_nan = false;
+  bool pipeline_skip_idle = true;
 
   // Options of the passes that only `meshsplit opt` puts in a pipeline.
   ShrinkBatchOptions shrink_batch;

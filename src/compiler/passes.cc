@@ -90,6 +90,7 @@ StatusOr<bool> PipelinePass(Module& module, const CompileOptions& o, CompileResu
   std::unique_ptr<Module> before = module.Clone();
   PipelineRunOptions run;
   run.fill_nan = o.pipeline_fill_nan;
+  run.skip_idle = o.pipeline_skip_idle;
   MS_ASSIGN_OR_RETURN(PipelineReport report,
                       PipelineLayerLoops(module, request->mesh, request->spec, run));
   if (result != nullptr) {

@@ -605,9 +605,36 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
       layer_init[c.element] = v;
     }
     Instruction* layer_tuple = On(b.Tuple(layer_init), stage_tuple_sharding);
-    Instruction* layers = On(b.Add(Opcode::kWhile, stage_loop.carried, {layer_tuple}, "while"),
-                             stage_tuple_sharding);
-    layers->set_called_computations({stage_loop.condition, stage_loop.body});
+    Instruction* layers = nullptr;
+    // An idle stage-tick skips its layers: it hands back its inputs, which
+    // every use below drops (they are selected by `active`). Only when the
+    // stage axis is the whole mesh: with data or model axes the layers hold
+    // collectives, and the runtimes meet every collective on all devices,
+    // so a stage that skipped would leave the busy ones waiting.
+    if (run_.skip_idle && sh_.num_devices() == stages) {
+      Computation* run_layers = module_.AddComputation(
+          std::make_unique<Computation>(module_.UniqueInstructionName("stage_busy")));
+      Builder rb(module_, *run_layers, loop.loc());
+      Instruction* rp =
+          On(rb.Parameter(0, stage_loop.carried, "stage_in"), stage_tuple_sharding);
+      Instruction* ran = On(rb.Add(Opcode::kWhile, stage_loop.carried, {rp}, "while"),
+                            stage_tuple_sharding);
+      ran->set_called_computations({stage_loop.condition, stage_loop.body});
+      run_layers->set_root(ran);
+      Computation* skip_layers = module_.AddComputation(
+          std::make_unique<Computation>(module_.UniqueInstructionName("stage_idle")));
+      Builder ib(module_, *skip_layers, loop.loc());
+      skip_layers->set_root(
+          On(ib.Parameter(0, stage_loop.carried, "stage_in"), stage_tuple_sharding));
+      layers = On(b.Add(Opcode::kConditional, stage_loop.carried,
+                        {active, layer_tuple, layer_tuple}, "conditional"),
+                  stage_tuple_sharding);
+      layers->set_called_computations({run_layers, skip_layers});
+    } else {
+      layers = On(b.Add(Opcode::kWhile, stage_loop.carried, {layer_tuple}, "while"),
+                  stage_tuple_sharding);
+      layers->set_called_computations({stage_loop.condition, stage_loop.body});
+    }
     Instruction* result = On(b.Element(layers, scan.activation), man_h);
     auto when_active = [&](Instruction* now, Instruction* otherwise, const Sharding& s) {
       return On(b.Add(Opcode::kSelect, now->shape(),

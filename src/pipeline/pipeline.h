@@ -23,6 +23,9 @@ struct PipelineRunOptions {
   // Fill the stage buffers with NaN instead of 0, so that anything computed
   // in a bubble tick that reached a result would show (verify sets it).
   bool fill_nan = false;
+  // Idle stage-ticks (bubbles) skip their layers through a conditional
+  // instead of computing a result that is dropped (off: to measure the gain).
+  bool skip_idle = true;
 };
 
 // The schedule of one pipelined loop, as the report shows it.

@@ -56,8 +56,13 @@ Status HandleConditional(SpmdContext& ctx, const Instruction& instr) {
   if (instr.operand_count() != static_cast<int>(branches.size()) + 1)
     return ctx.Fallback(instr, "conditional whose operands do not match its branches");
   // Every partition must take the same branch: the predicate / index is
-  // made replicated.
-  PartitionedValue index = ctx.OperandAs(instr, 0, Sharding::Replicate());
+  // made replicated. In a manual region (a pipeline stage) each manual
+  // group takes its own branch: a manual predicate, replicated over the
+  // automatic axes, already agrees within the group, and is kept.
+  const Sharding& given = ctx.Get(instr.operand(0)).sharding;
+  const bool per_group = given.IsManual() || given.HasManualSubgroup();
+  PartitionedValue index =
+      ctx.OperandAs(instr, 0, per_group ? given : Sharding::Replicate());
   Sharding s = ctx.ShardingOf(instr);
   std::vector<Instruction*> operands = {index.hlo};
   std::vector<Computation*> called;
