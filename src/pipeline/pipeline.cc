@@ -14,6 +14,12 @@
 //
 // Microbatch m holds the rows b with b % M == m, so that a batch tiled over a
 // data axis stays tiled the same way inside every microbatch.
+//
+// Circular (R repeats): the stacks enter in chunk order (stage s's L/S rows
+// are its chunks s, s + S, ...), the ticks run M*R + S - 1 items per stage,
+// each visit runs one chunk of L/(S*R) layers, the permute is a ring, and
+// stage 0 keeps a microbatch that comes back for another round in its
+// input row.
 #include "pipeline/pipeline.h"
 
 #include <algorithm>
