@@ -372,6 +372,15 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
     if (loop_sharding != nullptr && loop_sharding->IsTuple())
       base = &loop_sharding->tuple_elements()[e];
     int64_t dim = stage_loop.output_batch_dims.at(e);
+    // A summed result that propagation already placed as the pass leaves it
+    // (layers over the stages, whole over the other axes: the gradient of
+    // weights whose optimizer state a spec tiles over the stages) is
+    // computed from an unsplit buffer like any other.
+    if (dim < 0 && base != nullptr) {
+      StatusOr<Sharding> staged =
+          sh_.StageTiled(nullptr, loop.shape().tuple_shapes(static_cast<int>(e)).rank(), 0);
+      if (staged.ok() && *staged == *base) base = nullptr;
+    }
     MS_RETURN_IF_ERROR(dim >= 0 ? add(e, Carried::kBatchedOutput, dim, base)
                                 : add(e, Carried::kSummedOutput, -1, base));
   }
