@@ -48,10 +48,13 @@ std::vector<std::string> PipelinePasses(const CompileOptions& o) {
   if (o.verify_input) passes.push_back("verify");
   if (o.expand_batch_norm) passes.push_back("expand-batch-norm");
   if (o.until == CompileStage::kPrepared) return passes;
-  if (o.propagate) passes.push_back("propagate");
   StatusOr<std::optional<PipelineRequest>> pipeline = RequestedPipeline(o);
   // A request that cannot be read is the pipeline pass's error to report.
-  if (!pipeline.ok() || pipeline->has_value()) {
+  const bool pipelines = !pipeline.ok() || pipeline->has_value();
+  // An unrolled model becomes a scan before propagation sees it.
+  if (pipelines) passes.push_back("roll-layers");
+  if (o.propagate) passes.push_back("propagate");
+  if (pipelines) {
     passes.push_back("pipeline");
     // The new loops and the per-stage region get their shardings.
     if (o.propagate) passes.push_back("propagate");

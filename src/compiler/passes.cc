@@ -7,6 +7,8 @@
 #include "import/shard_spec.h"
 #include "ir/verifier.h"
 #include "partitioner/partitioner.h"
+#include "pipeline/layer_loop.h"
+#include "pipeline/roll_layers.h"
 #include "propagation/propagation.h"
 #include "sharding/mesh.h"
 #include "transforms/batch_norm_expander.h"
@@ -84,6 +86,21 @@ StatusOr<bool> Propagate(Module& module, const CompileOptions& o, CompileResult*
   return changed;
 }
 
+// Rolls unrolled layers into a scan unless the entry already has a layer
+// loop. The module as it was is kept as verify's one-device reference, so
+// that verify proves the rolled (and pipelined) program equal to it.
+StatusOr<bool> RollLayersPass(Module& module, CompileResult* result) {
+  if (!FindLayerLoops(*module.entry(), nullptr).empty()) return false;
+  std::unique_ptr<Module> before = module.Clone();
+  MS_ASSIGN_OR_RETURN(std::optional<RollLayersReport> rolled, RollLayers(module));
+  if (!rolled) return false;
+  std::cerr << "note: rolled " << rolled->layers << " layers of " << rolled->pattern << " ("
+            << rolled->weights << " weights, " << rolled->layer_instructions
+            << " instructions each) into the scan %" << rolled->loop << "\n";
+  if (result != nullptr && result->unpipelined == nullptr) result->unpipelined = std::move(before);
+  return true;
+}
+
 StatusOr<bool> PipelinePass(Module& module, const CompileOptions& o, CompileResult* result) {
   MS_ASSIGN_OR_RETURN(std::optional<PipelineRequest> request, RequestedPipeline(o));
   if (!request) return false;
@@ -95,7 +112,8 @@ StatusOr<bool> PipelinePass(Module& module, const CompileOptions& o, CompileResu
                       PipelineLayerLoops(module, request->mesh, request->spec, run));
   if (result != nullptr) {
     result->pipeline = std::move(report);
-    result->unpipelined = std::move(before);
+    // roll-layers may have kept the module before it, the true reference.
+    if (result->unpipelined == nullptr) result->unpipelined = std::move(before);
   }
   return true;
 }
@@ -137,6 +155,8 @@ const std::vector<PassInfo>& PassTable() {
             [](Module& m, O o, R) { return ShrinkBatchPass(m, o); }),
       Entry("shrink-shapes", "make large dims small, keeping shardings and tile divisibility",
             [](Module& m, O o, R) { return ShrinkShapesPass(m, o); }),
+      Entry("roll-layers", "roll unrolled identical layers into a scan over stacked weights",
+            [](Module& m, O, R r) { return RollLayersPass(m, r); }),
       Entry("propagate", "infer a sharding for every instruction (SPMD mode)",
             [](Module& m, O o, R r) { return Propagate(m, o, r); }),
       Entry("pipeline", "split the layer loops over the spec's stage axis (docs/pipeline.md)",
