@@ -20,6 +20,10 @@ struct RollLayersReport {
   int64_t weights = 0;         // per-layer weights stacked (one [L, ...] stack each)
   int64_t layer_instructions = 0;  // instructions of one layer, now the loop's body
   std::string loop;            // the while that replaced them
+  // A training step's backward pass, rolled into a second (reverse) scan
+  // reading the first one's residuals; empty when there is none.
+  std::string backward_loop;
+  int64_t backward_layer_instructions = 0;
 };
 
 // Rolls the layers of `module`'s entry. Layers are found by their weights:

@@ -139,25 +139,6 @@ void FormatLiteral(const Literal& l, std::string& out) {
   FormatOwnArray(l, 0, index, out);
 }
 
-// The one value of a constant array of more than kSplatThreshold elements
-// that are all equal, as a scalar; nullopt otherwise. XLA's parser reads a
-// rank >= 1 literal element by element, so such a constant prints as
-// `%c.scalar = f32[] constant(v)` and `%c = f32[...] broadcast(%c.scalar),
-// dimensions={}` rather than a huge literal (docs/xla_output.md).
-std::optional<Literal> SplatValue(const Instruction& instr) {
-  if (instr.opcode() != Opcode::kConstant || !instr.has_literal()) return std::nullopt;
-  const Literal& l = instr.literal();
-  if (!l.shape().IsArray() || l.shape().rank() == 0 || l.element_count() <= kSplatThreshold)
-    return std::nullopt;
-  const int64_t count = l.element_count();
-  const int64_t width = ByteWidth(l.element_type());
-  for (int64_t i = 1; i < count; ++i)
-    if (std::memcmp(l.raw(), l.raw() + i * width, width) != 0) return std::nullopt;
-  Literal scalar(Shape(l.element_type(), {}));
-  std::memcpy(scalar.raw(), l.raw(), width);
-  return scalar;
-}
-
 const char* DirectionName(ComparisonDirection d) {
   switch (d) {
     case ComparisonDirection::kEq: return "EQ";
@@ -650,6 +631,26 @@ void PrintComputationTo(const Computation& comp, const PrintOptions& options,
 }
 
 }  // namespace
+
+// The one value of a constant array of more than kSplatThreshold elements
+// that are all equal, as a scalar; nullopt otherwise. XLA's parser reads a
+// rank >= 1 literal element by element, so such a constant prints as
+// `%c.scalar = f32[] constant(v)` and `%c = f32[...] broadcast(%c.scalar),
+// dimensions={}` rather than a huge literal (docs/xla_output.md).
+std::optional<Literal> SplatValue(const Instruction& instr) {
+  if (instr.opcode() != Opcode::kConstant || !instr.has_literal()) return std::nullopt;
+  const Literal& l = instr.literal();
+  if (!l.shape().IsArray() || l.shape().rank() == 0 || l.element_count() <= kSplatThreshold)
+    return std::nullopt;
+  const int64_t count = l.element_count();
+  const int64_t width = ByteWidth(l.element_type());
+  for (int64_t i = 1; i < count; ++i)
+    if (std::memcmp(l.raw(), l.raw() + i * width, width) != 0) return std::nullopt;
+  Literal scalar(Shape(l.element_type(), {}));
+  std::memcpy(scalar.raw(), l.raw(), width);
+  return scalar;
+}
+
 
 std::string PrintModule(const Module& module, const PrintOptions& options) {
   std::string out = "HloModule " + module.name();

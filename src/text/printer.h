@@ -2,6 +2,7 @@
 // text again (the round-trip fixed point the corpus test checks).
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "ir/module.h"
@@ -20,5 +21,9 @@ std::string PrintComputation(const Computation& computation,
                              const PrintOptions& options = {});
 std::string PrintInstruction(const Instruction& instruction,
                              const PrintOptions& options = {});
+
+// The one value of a constant array of more than 64 elements that are all
+// equal, as a scalar (printed as a broadcast of it); nullopt otherwise.
+std::optional<Literal> SplatValue(const Instruction& instr);
 
 }  // namespace meshsplit
