@@ -22,3 +22,15 @@ else:
                     + shared_dir + "); README, 'Optional test data', says how to get it")
 # LLVM's `not` (for `RUN: not %meshsplit ...` in tests/errors) sits beside FileCheck.
 config.environment["PATH"] += os.pathsep + os.path.dirname(config.filecheck)
+# Tests reading an ONNX model (examples/gpt2) say `REQUIRES: onnx`: they need
+# a build with the ONNX importer (libonnx-dev); without it they are reported
+# UNSUPPORTED, not passed.
+import subprocess
+_gpt2 = os.path.join(config.meshsplit_src_dir, "examples", "gpt2", "gpt2_train_step.onnx")
+try:
+    if subprocess.run([os.path.join(config.meshsplit_bin_dir, "meshsplit"), "import", _gpt2,
+                       "-o", os.devnull], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      timeout=60).returncode == 0:
+        config.available_features.add("onnx")
+except (OSError, subprocess.SubprocessError):
+    pass

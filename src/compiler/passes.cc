@@ -96,7 +96,11 @@ StatusOr<bool> RollLayersPass(Module& module, CompileResult* result) {
   if (!rolled) return false;
   std::cerr << "note: rolled " << rolled->layers << " layers of " << rolled->pattern << " ("
             << rolled->weights << " weights, " << rolled->layer_instructions
-            << " instructions each) into the scan %" << rolled->loop << "\n";
+            << " instructions each) into the scan %" << rolled->loop;
+  if (!rolled->backward_loop.empty())
+    std::cerr << ", and their backward pass (" << rolled->backward_layer_instructions
+              << " instructions each) into the reverse scan %" << rolled->backward_loop;
+  std::cerr << "\n";
   if (result != nullptr && result->unpipelined == nullptr) result->unpipelined = std::move(before);
   return true;
 }

@@ -362,7 +362,7 @@ Status LayerRoller::MatchStep(int64_t step) {
         continue;
       }
       if (Signature(*u) != Signature(*v)) {
-        why = "its attributes differ from %" + v->name() + "'s";
+        why = "attributes {" + Signature(*v) + "} of %" + v->name() + " vs {" + Signature(*u) + "}";
         continue;
       }
       std::map<Instruction*, Instruction*> trial;
@@ -384,10 +384,17 @@ Status LayerRoller::MatchStep(int64_t step) {
       break;
     }
     if (twin == nullptr) {
-      if (why.empty())
+      if (why.empty()) {
         why = "no " + std::string(OpcodeName(u->opcode())) + " of layer " +
               std::to_string(run_.LayerOf(step)) + " reads %" + twin_operand->name() + " as %" +
               u->name() + " reads %" + u->operand(anchor)->name();
+        std::string instead;
+        for (const Instruction* v : twin_operand->users())
+          if (InScope(v) && !taken.count(v))
+            instead += (instead.empty() ? "" : ", ") + std::string(OpcodeName(v->opcode())) + " %" +
+                       v->name();
+        if (!instead.empty()) why += " (it is read by " + instead + ")";
+      }
       return Differs(step, *u, why);
     }
     chosen[u] = twin;
@@ -700,19 +707,32 @@ std::set<const Instruction*> BackwardScope(const Computation& entry,
   if (const Instruction* loss = Loss(entry)) forward = Ancestors(loss);
   std::set<const Instruction*> weight_set;
   for (const LayerRun::PerLayer& p : weights) weight_set.insert(p.of_layer.begin(), p.of_layer.end());
-  std::set<const Instruction*> scope, update;
-  for (Instruction* i : entry.MakePostOrder()) {
-    bool updates = false;
+  std::set<const Instruction*> update;
+  const std::vector<Instruction*> order = entry.MakePostOrder();
+  for (Instruction* i : order)
     for (const Instruction* o : i->operands())
-      updates = updates || update.count(o) ||
-                (weight_set.count(o) && i->shape() == o->shape() &&
-                 (i->opcode() == Opcode::kAdd || i->opcode() == Opcode::kSubtract));
-    if (updates) {
-      update.insert(i);
-    } else if (!forward.count(i) && i != entry.root() && i->opcode() != Opcode::kParameter) {
-      scope.insert(i);
-    }
+      if (update.count(o) || (weight_set.count(o) && i->shape() == o->shape() &&
+                              (i->opcode() == Opcode::kAdd || i->opcode() == Opcode::kSubtract)))
+        update.insert(i);
+  // The step size times the gradient belongs to the update too: the scan
+  // returns the gradient itself (a sum over the batch).
+  std::map<const Instruction*, bool> memo;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Instruction* i = *it;
+    if (update.count(i) || i->users().empty()) continue;
+    bool scales = i->opcode() == Opcode::kMultiply || i->opcode() == Opcode::kDivide;
+    bool by_constant = false;
+    for (int k = 0; k < i->operand_count(); ++k)
+      by_constant = by_constant || IsConstantExpression(i->operand(k), memo);
+    bool feeds_updates_only = true;
+    for (const Instruction* u : i->users()) feeds_updates_only = feeds_updates_only && update.count(u);
+    if (scales && by_constant && feeds_updates_only) update.insert(i);
   }
+  std::set<const Instruction*> scope;
+  for (Instruction* i : order)
+    if (!update.count(i) && !forward.count(i) && i != entry.root() &&
+        i->opcode() != Opcode::kParameter)
+      scope.insert(i);
   return scope;
 }
 
@@ -736,7 +756,7 @@ StatusOr<std::optional<RollLayersReport>> RollLayers(Module& module) {
   MS_RETURN_IF_ERROR(forward_roller.Analyse());
   RollLayersReport report;
   std::vector<LayerRun::PerLayer> residuals = forward_roller.Rewrite(report);
-  if (residuals.empty() || getenv("ROLL_FWD_ONLY")) return std::optional<RollLayersReport>(report);
+  if (residuals.empty()) return std::optional<RollLayersReport>(report);
 
   // A training step: the backward pass reads the forward's residuals. Its
   // layers run from the last to the first, each reading its weights (the

@@ -33,7 +33,13 @@ struct RollLayersReport {
 // rolled, the error says where, located at the instruction: "layer 1
 // differs from layer 0 at %dot.41: shape f32[768,3072] vs f32[768,768]",
 // "layer 0's %add.3 is read outside the layer by %dot.9", ...; the module
-// is then unchanged.
+// is then unchanged, except after an error in a training step's backward
+// roll, which leaves the forward rolled (callers stop at the error).
+//
+// A training step (the root's first scalar is the loss) rolls twice: the
+// loss's ancestors into a forward scan that keeps, as stacked results, the
+// values the backward pass reads; the rest (less the optimizer update
+// `w - lr * grad`) into a reverse scan writing the weight gradients.
 StatusOr<std::optional<RollLayersReport>> RollLayers(Module& module);
 
 }  // namespace meshsplit
