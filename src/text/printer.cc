@@ -651,7 +651,6 @@ std::optional<Literal> SplatValue(const Instruction& instr) {
   return scalar;
 }
 
-
 std::string PrintModule(const Module& module, const PrintOptions& options) {
   std::string out = "HloModule " + module.name();
   for (const auto& [k, v] : module.header_attrs()) {
