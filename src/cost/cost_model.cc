@@ -455,14 +455,8 @@ class CostWalker {
         first_group = rg->groups[0];
       }
     }
-    const double n = static_cast<double>(std::max<int64_t>(c.group_size, 1));
-    switch (sync) {
-      case Opcode::kAllReduce: c.wire_bytes = 2 * (n - 1) / n * c.operand_bytes; break;
-      case Opcode::kAllGather: c.wire_bytes = (n - 1) / n * c.result_bytes; break;
-      case Opcode::kReduceScatter:
-      case Opcode::kAllToAll: c.wire_bytes = (n - 1) / n * c.operand_bytes; break;
-      default: c.wire_bytes = static_cast<double>(c.operand_bytes); break;
-    }
+    c.wire_bytes = CollectiveWireBytes(sync, c.group_size, static_cast<double>(c.operand_bytes),
+                                       static_cast<double>(c.result_bytes));
     if (options_.mesh && options_.mesh->num_devices() == module_.num_partitions() &&
         !first_group.empty())
       c.mesh_axes = MeshAxesOfGroup(*options_.mesh, first_group);
@@ -477,6 +471,18 @@ class CostWalker {
 };
 
 }  // namespace
+
+double CollectiveWireBytes(Opcode op, int64_t group_size, double operand_bytes,
+                           double result_bytes) {
+  const double n = static_cast<double>(std::max<int64_t>(group_size, 1));
+  switch (op) {
+    case Opcode::kAllReduce: return 2 * (n - 1) / n * operand_bytes;
+    case Opcode::kAllGather: return (n - 1) / n * result_bytes;
+    case Opcode::kReduceScatter:
+    case Opcode::kAllToAll: return (n - 1) / n * operand_bytes;
+    default: return operand_bytes;
+  }
+}
 
 ModuleCost ComputeModuleCost(const Module& module, const CostOptions& options) {
   ModuleCost out;

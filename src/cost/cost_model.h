@@ -40,6 +40,15 @@ struct CollectiveCost {
   std::string mesh_axes;
 };
 
+// Bytes one member of a collective of `group_size` devices sends per
+// execution under a ring algorithm: all-reduce 2(n-1)/n of its operand,
+// all-gather (n-1)/n of its result, reduce-scatter and all-to-all (n-1)/n of
+// the operand, anything else (collective-permute, broadcast) the operand once.
+// `op` is the synchronous form (SyncCollectiveOf). The cost model and the
+// partitioner's reshard estimate (partitioner/reshard.h) both count with it.
+double CollectiveWireBytes(Opcode op, int64_t group_size, double operand_bytes,
+                           double result_bytes);
+
 // A value live at the point of peak memory.
 struct MemoryHolder {
   std::string name;

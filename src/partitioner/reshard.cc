@@ -4,7 +4,12 @@
 #include "partitioner/reshard.h"
 
 #include <algorithm>
+#include <limits>
+#include <memory>
 #include <numeric>
+
+#include "cost/cost_model.h"
+#include "ir/shape_inference_async.h"
 
 #include "partitioner/reshard_axes.h"
 #include "partitioner/sharding_helpers.h"
@@ -532,6 +537,59 @@ PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
   v.sharding = NormalizeForPartitioning(v.sharding);
   if (v.sharding != dst) CountReshardCall();
   return ReshardArray(b, v, dst);
+}
+
+namespace {
+
+// Devices in each replica group of collective `c` (collective-permute: its
+// pairs), as the cost model counts them.
+int64_t GroupSize(const Instruction& c, int64_t num_partitions) {
+  if (c.opcode() == Opcode::kCollectivePermute)
+    return static_cast<int64_t>(c.attrs().source_target_pairs.size());
+  const auto& rg = c.attrs().replica_groups;
+  if (!rg || rg->empty()) return num_partitions;
+  if (rg->is_iota) return rg->group_dims.size() == 2 ? rg->group_dims[1] : 1;
+  return static_cast<int64_t>(rg->groups[0].size());
+}
+
+}  // namespace
+
+double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding& to,
+                       int64_t num_partitions) {
+  if (from == to) return 0;
+  ScopedReshardEstimate estimating;
+  Module scratch("reshard_estimate");
+  scratch.set_num_partitions(num_partitions);
+  Computation* comp = scratch.AddComputation(std::make_unique<Computation>("estimate"));
+  auto param = std::make_unique<Instruction>(Opcode::kParameter, "value",
+                                             shape.IsArray() ? LocalShape(shape, from) : shape);
+  param->mutable_attrs().parameter_number = 0;
+  Instruction* value = comp->AddInstruction(std::move(param));
+  SpmdModuleState state;
+  state.module = &scratch;
+  SpmdBuilder b(&state, comp);
+  const PartitionedValue moved = Reshard(b, {value, shape, from}, to);
+  if (!state.error.ok()) return std::numeric_limits<double>::infinity();
+  double elements = 0;
+  bool emitted = false;
+  for (const auto& instr : comp->instructions()) {
+    if (instr.get() == value) continue;
+    emitted = true;
+    const Opcode op = SyncCollectiveOf(instr->opcode());
+    if (op != Opcode::kAllReduce && op != Opcode::kAllGather && op != Opcode::kReduceScatter &&
+        op != Opcode::kAllToAll && op != Opcode::kCollectivePermute)
+      continue;
+    const double element_bytes = static_cast<double>(
+        std::max<int64_t>(1, ByteWidth(instr->shape().element_type())));
+    double operand_bytes = 0;
+    for (const Instruction* o : instr->operands()) operand_bytes += o->shape().ByteSize();
+    elements += CollectiveWireBytes(op, GroupSize(*instr, num_partitions), operand_bytes,
+                                    static_cast<double>(instr->shape().ByteSize())) /
+                element_bytes;
+  }
+  if (elements == 0 && emitted && moved.hlo->shape().IsArray())
+    elements = 1e-3 * static_cast<double>(moved.hlo->shape().ElementCount());
+  return elements;
 }
 
 }  // namespace meshsplit::spmd

@@ -37,6 +37,18 @@ struct PartitionedValue {
 PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
                          const Sharding& target);
 
+// What Reshard would cost to move a value of `shape` from `from` to `to` on
+// `num_partitions` partitions, found by running Reshard's own ladder into a
+// scratch computation (nothing reaches the program, the path statistics or
+// the debug log): the elements one partition sends or receives, summed over
+// the collectives it would emit with the cost model's wire formula
+// (CollectiveWireBytes) over the element size. A move by local ops only (a
+// slice) costs 1e-3 of the local result, so that among otherwise equal
+// choices the one that moves nothing wins. Infinity when there is no path.
+// The one reshard cost the handlers weigh their candidate layouts with.
+double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding& to,
+                       int64_t num_partitions);
+
 // This partition's offset along data dim `dim` of a value of `global_dims`
 // tiled by `s`, as an s32 scalar (0 when the dim is not tiled).
 Instruction* TileOffset(SpmdBuilder& b, const Sharding& s,

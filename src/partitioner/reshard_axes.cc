@@ -80,13 +80,23 @@ void ResetReshardStats() {
   for (int i = 0; i < kNumPaths; ++i) g_paths[i] = 0;
 }
 
+namespace {
+// Depth of ScopedReshardEstimate on this thread.
+thread_local int g_estimating = 0;
+}  // namespace
+
+ScopedReshardEstimate::ScopedReshardEstimate() { ++g_estimating; }
+ScopedReshardEstimate::~ScopedReshardEstimate() { --g_estimating; }
+
 void CountReshardCall() {
+  if (g_estimating > 0) return;
   static std::once_flag once;
   if (DebugReshard()) std::call_once(once, [] { std::atexit(PrintSummaryAtExit); });
   ++g_calls;
 }
 
 void RecordReshardPath(ReshardPath path, const PartitionedValue& v, const Sharding& dst) {
+  if (g_estimating > 0) return;
   ++g_paths[static_cast<int>(path)];
   if (DebugReshard() &&
       (path == ReshardPath::kFallbackGatherSome || path == ReshardPath::kFallbackGatherAll)) {

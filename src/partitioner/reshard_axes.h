@@ -31,6 +31,16 @@ std::optional<PartitionedValue> TryAxisReshard(SpmdBuilder& b, const Partitioned
 bool AxisReshardApplies(SpmdBuilder& b, const Shape& shape, const Sharding& src,
                         const Sharding& dst);
 
+// While one lives on this thread, reshards are estimates (EstimateReshard):
+// they are neither counted nor logged.
+class ScopedReshardEstimate {
+ public:
+  ScopedReshardEstimate();
+  ~ScopedReshardEstimate();
+  ScopedReshardEstimate(const ScopedReshardEstimate&) = delete;
+  ScopedReshardEstimate& operator=(const ScopedReshardEstimate&) = delete;
+};
+
 // Counts one array reshard between different shardings.
 void CountReshardCall();
 // Records one use of `path` (and logs fallbacks under MESHSPLIT_DEBUG).

@@ -24,23 +24,13 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
 
-// Rough bytes a partition sends or receives to go from `from` to `to`.
-double ReshardCost(const Shape& shape, const Sharding& from, const Sharding& to) {
-  if (from == to) return 0;
-  const double elems = static_cast<double>(shape.ElementCount());
-  const int64_t rank = shape.rank();
-  if (HasUnreduced(from)) {
-    return 2.0 * elems / std::max<int64_t>(1, from.NumTiles()) +
-           ReshardCost(shape, ReduceUnreduced(from), to) * 0.5;
-  }
-  std::vector<int64_t> more;
-  std::vector<int64_t> ft = TileCounts(from, rank), tt = TileCounts(to, rank);
-  for (int64_t i = 0; i < rank; ++i)
-    if (tt[i] > 1 && ft[i] == 1) more.push_back(i);
-  if (ReplicateDims(to, more) == from) return 1e-3 * elems / std::max<int64_t>(1, to.NumTiles());
-  return elems / std::max<int64_t>(1, to.NumTiles()) +
-         elems / std::max<int64_t>(1, from.NumTiles());
-}
+// XLA partitions a dot along the tiling its operands already have and
+// reshards the result afterwards, rather than moving an operand to suit the
+// result. Weighing the whole-sharding candidates, an operand move counts this
+// many times the elements EstimateReshard gives, a result move once, which
+// gives XLA's choices (e.g. Dot2DPartitionedNoncontractingAndContracting3 in
+// the corpus: partial sums all-reduced, not both operands moved).
+constexpr double kOperandMoveWeight = 3;
 
 bool UsableForIteration(const Sharding& s) {
   return s.IsReplicated() || (s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s));
@@ -60,7 +50,8 @@ std::optional<Sharding> ChooseWholeShardingCandidate(const ContractionSpace& spa
                                                      const Shape& rhs_shape,
                                                      const Shape& out_shape,
                                                      const Sharding& lhs, const Sharding& rhs,
-                                                     const Sharding& out) {
+                                                     const Sharding& out,
+                                                     int64_t num_partitions) {
   const int64_t n_iter = space.n_iter;
   auto invert = [&](const std::vector<int64_t>& to_iter) {
     std::vector<int64_t> inv(n_iter, -1);
@@ -82,8 +73,9 @@ std::optional<Sharding> ChooseWholeShardingCandidate(const ContractionSpace& spa
     Sharding lt = ProjectSharding(it, space.lhs_to_iter);
     Sharding rt = ProjectSharding(it, space.rhs_to_iter);
     Sharding ot = ProjectSharding(it, space.out_to_iter, SubgroupType::kUnreduced);
-    double cost = ReshardCost(lhs_shape, lhs, lt) + ReshardCost(rhs_shape, rhs, rt) +
-                  ReshardCost(out_shape, ot, out);
+    double cost = kOperandMoveWeight * (EstimateReshard(lhs_shape, lhs, lt, num_partitions) +
+                                        EstimateReshard(rhs_shape, rhs, rt, num_partitions)) +
+                  EstimateReshard(out_shape, ot, out, num_partitions);
     // Among equally cheap layouts, prefer the one with the least local work.
     cost += 1e-4 * work / it.NumTiles();
     if (best < 0 || cost < best_cost) {
@@ -144,7 +136,7 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
     it = *planned;
   } else {
     std::optional<Sharding> chosen = ChooseWholeShardingCandidate(
-        space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, plan_out);
+        space, lhs_shape, rhs_shape, instr.shape(), lhs_s, rhs_s, plan_out, ctx.num_partitions);
     if (!chosen) return ctx.Fallback(instr, "no usable iteration-space sharding");
     it = *chosen;
   }

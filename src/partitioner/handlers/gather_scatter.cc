@@ -269,32 +269,6 @@ bool TrySlicedOperandScatter(SpmdContext& ctx, const Instruction& instr,
 }
 
 
-// Rough elements a partition sends or receives to go from `from` to `to`
-// (for choosing between whole-sharding candidates when the shardings share
-// no iota mesh).
-double RoughReshardCost(const Shape& shape, const Sharding& from, const Sharding& to) {
-  if (from == to) return 0;
-  const double elems = static_cast<double>(shape.ElementCount());
-  const int64_t rank = shape.rank();
-  if (HasUnreduced(from))
-    return 2.0 * elems / std::max<int64_t>(1, from.NumTiles()) +
-           RoughReshardCost(shape, ReduceUnreduced(from), to);
-  std::vector<int64_t> more;
-  std::vector<int64_t> ft = TileCounts(from, rank), tt = TileCounts(to, rank);
-  for (int64_t i = 0; i < rank; ++i)
-    if (tt[i] > 1 && ft[i] == 1) more.push_back(i);
-  if (ReplicateDims(to, more) == from) return 1e-3 * elems / std::max<int64_t>(1, to.NumTiles());
-  return elems / std::max<int64_t>(1, to.NumTiles()) +
-         elems / std::max<int64_t>(1, from.NumTiles());
-}
-
-// XLA partitions a gather / scatter along the tiling its inputs already
-// have (operand pass-through, index pass-through, trivial slicing, parallel
-// dims) and reshards the result afterwards, rather than moving an input to
-// suit the result. The plan weighs input moves this much more than result
-// moves to get the same choices.
-constexpr double kInputMoveWeight = 3;
-
 bool UsableForPlan(const Sharding& s) { return s.IsReplicated() || Plain(s); }
 
 std::vector<int64_t> InvertMap(const std::vector<int64_t>& to_iter, int64_t n_iter) {
@@ -325,10 +299,11 @@ std::optional<Sharding> PlanIteration(const ContractionSpace& space, const Shape
     for (const Sharding& c : cands) {
       if (!UsableForPlan(c)) continue;
       double cost =
-          RoughReshardCost(a_shape, a, ProjectSharding(c, space.lhs_to_iter)) +
-          RoughReshardCost(b_shape, b, ProjectSharding(c, space.rhs_to_iter)) +
-          RoughReshardCost(out_shape,
-                           ProjectSharding(c, space.out_to_iter, SubgroupType::kUnreduced), out);
+          EstimateReshard(a_shape, a, ProjectSharding(c, space.lhs_to_iter), num_partitions) +
+          EstimateReshard(b_shape, b, ProjectSharding(c, space.rhs_to_iter), num_partitions) +
+          EstimateReshard(out_shape,
+                          ProjectSharding(c, space.out_to_iter, SubgroupType::kUnreduced), out,
+                          num_partitions);
       if (!it || cost < best) {
         it = c;
         best = cost;

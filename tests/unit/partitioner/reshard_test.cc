@@ -352,5 +352,29 @@ TEST(ReshardPaths, IncommensurableFactorsStayCorrect) {
   EXPECT_GE(o.stats.calls, 1);
 }
 
+// EstimateReshard runs Reshard's own ladder into a scratch computation and
+// prices what it would emit with the cost model's wire formula.
+TEST(EstimateReshard, PricesWhatReshardWouldEmit) {
+  const Shape shape(PrimitiveType::F32, {8, 6});
+  const Sharding rows = S("{devices=[4,1]<=[4]}");
+  EXPECT_EQ(spmd::EstimateReshard(shape, rows, rows, 4), 0);
+  // A slice moves nothing: a small positive price (1e-3 of the local tile).
+  EXPECT_DOUBLE_EQ(spmd::EstimateReshard(shape, Sharding::Replicate(), rows, 4), 1e-3 * 12);
+  // An all-gather over 4 receives 3/4 of the whole value.
+  EXPECT_DOUBLE_EQ(spmd::EstimateReshard(shape, rows, Sharding::Replicate(), 4), 0.75 * 48);
+  // Partial sums on every device: one all-reduce, 2(n-1)/n of the value.
+  EXPECT_DOUBLE_EQ(spmd::EstimateReshard(shape, S("{unreduced}"), Sharding::Replicate(), 4),
+                   1.5 * 48);
+  // Rows to columns over the same devices: one all-to-all of the local 2x8
+  // tile, of which 3/4 leaves the device.
+  EXPECT_DOUBLE_EQ(spmd::EstimateReshard(Shape(PrimitiveType::F32, {8, 8}), rows,
+                                         S("{devices=[1,4]<=[4]}"), 4),
+                   0.75 * 16);
+  // An estimate leaves the path statistics alone.
+  spmd::ResetReshardStats();
+  spmd::EstimateReshard(shape, rows, Sharding::Replicate(), 4);
+  EXPECT_EQ(spmd::GetReshardStats().calls, 0);
+}
+
 }  // namespace
 }  // namespace meshsplit
