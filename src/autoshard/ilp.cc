@@ -353,13 +353,25 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
   r.lp_integral = integral;
   const double lp_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (!options.relax && !integral && r.status != IlpStatus::kInfeasible) {
+  // CBC starts by solving the root relaxation again from scratch and does
+  // not look at its clock until that is done, so with less time left than
+  // the relaxation took it would overrun the limit by about that much:
+  // give up now instead (no integer solution within the time limit).
+  const bool time_for_cbc = deadline - lp_seconds >= lp_seconds;
+  if (!options.relax && !integral && r.status != IlpStatus::kInfeasible && !time_for_cbc) {
+    r.status = IlpStatus::kNoSolution;
+    sol.clear();
+  }
+  if (!options.relax && !integral && r.status != IlpStatus::kInfeasible && time_for_cbc) {
     Cbc_Model* mip = Cbc_newModel();
     Cbc_loadProblem(mip, ncols, nrows, start.data(), index.data(), value.data(), m.lb.data(),
                     m.ub.data(), m.obj.data(), rlb.data(), rub.data());
     for (int j = 0; j < ncols; ++j)
       if (m.integer[j]) Cbc_setInteger(mip, j);
     Cbc_setLogLevel(mip, 0);
+    // CBC counts CPU seconds by default; the limit is the user's wall clock,
+    // which on a busy machine runs several times faster.
+    Cbc_setParameter(mip, "timeMode", "elapsed");
     Cbc_setMaximumSeconds(mip, std::max(1.0, deadline - lp_seconds));
     Cbc_setAllowableFractionGap(mip, 1e-6);
     Cbc_solve(mip);

@@ -137,12 +137,21 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   // ILP's cap becomes that plan's estimate less the overshoot, and it solves
   // again (a few times; the last plan stands, over the cap, if none fits).
   const int max_solves = machine.memory_limit_bytes > 0 && !options.relax ? 6 : 1;
+  // --time-limit bounds the whole exact plan (graph, every solve and the
+  // lowerings), not each solve: a solve gets what is left of it.
+  auto remaining = [&] {
+    return options.time_limit_seconds -
+           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   for (int solve = 0; solve < max_solves; ++solve) {
+    if (solve > 0 && remaining() < 1.0) break;  // keep the last plan
+    ilp.time_limit_seconds = std::max(1.0, remaining());
     IlpResult sol = SolveStrategyGraph(g, machine, ilp);
     ++r.solves;
     if (sol.status == IlpStatus::kInfeasible && solve == 0) {
       // Report the plan of least estimated memory instead.
       IlpOptions least = ilp;
+      least.time_limit_seconds = std::max(1.0, remaining());
       least.memory_limit_bytes = 0;
       least.minimize_memory = true;
       r.ilp = SolveStrategyGraph(g, machine, least);
@@ -156,7 +165,10 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
     if (sol.choice.empty()) {
       if (solve == 0)
         return Status::Error(std::string("ILP: ") + IlpStatusName(sol.status) + " (" +
-                             std::to_string(r.strategies) + " strategies)");
+                             std::to_string(r.strategies) + " strategies)" +
+                             (sol.status == IlpStatus::kNoSolution
+                                  ? "; a longer --time-limit, or --solver search, may find one"
+                                  : ""));
       break;  // keep the last plan
     }
     Lower(g, sol.choice, options.constraints, &r);
