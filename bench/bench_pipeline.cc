@@ -11,6 +11,13 @@
 // devices, stage=4, 4 microbatches, batch 2048), gpipe and circular (R = 2),
 // with bubble stage-ticks skipping their layers (the default) and computing
 // them: process CPU seconds, the work every device did, and wall seconds.
+// 1f1b runs its unpaired table when skipping and its paired one (a forward
+// and a backward slot per tick) when computing every tick.
+//
+// Then `memory`: per-device peak memory of the partitioned training step
+// (batch 2048) from the cost model, 1f1b against gpipe, for S in {2, 4} and
+// M in {4, 8, 16}; the activation part (peak less parameters) of 1f1b over
+// gpipe's, against S / M, and the residual microbatches a stage holds.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -24,6 +31,7 @@
 
 #include "bench_clock.h"
 #include "compiler/compile.h"
+#include "cost/cost_model.h"
 #include "runtime/executor.h"
 #include "text/parser.h"
 #include "verify/verify.h"
@@ -134,13 +142,67 @@ StepTime RunStep(const std::string& text, int64_t stages, const std::string& sch
   return {cpu[1], wall[1]};
 }
 
+struct StepMemory {
+  int64_t peak = 0, parameters = 0, live_microbatches = 0, ticks = 0;
+};
+
+// The cost model's per-device peak of the step pipelined as `schedule`.
+StepMemory PeakMemory(const std::string& text, int64_t stages, int64_t micro,
+                      const std::string& schedule) {
+  auto module = ParseModuleText(text);
+  if (!module.ok()) std::exit(1);
+  CompileOptions options;
+  options.mesh = "stage=" + std::to_string(stages);
+  PipelineSpec p;
+  p.axis = "stage";
+  p.microbatches = micro;
+  p.schedule = schedule;
+  options.pipeline = p;
+  auto compiled = Compile(**module, options);
+  if (!compiled.ok() || compiled->partitioned == nullptr) {
+    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
+                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
+    std::exit(1);
+  }
+  const ModuleCost cost = ComputeModuleCost(*compiled->partitioned);
+  StepMemory m;
+  m.peak = cost.peak_memory_bytes;
+  m.parameters = cost.parameter_bytes;
+  for (const PipelineSchedule& l : compiled->pipeline.loops) {
+    m.live_microbatches = std::max(m.live_microbatches, l.live_microbatches);
+    m.ticks += l.ticks;
+  }
+  return m;
+}
+
 }  // namespace
 }  // namespace meshsplit
 
 int main(int argc, char** argv) {
   using namespace meshsplit;
-  // `bench_pipeline exec` runs the executor part only.
-  const bool compile_table = !(argc > 1 && std::string(argv[1]) == "exec");
+  // `bench_pipeline exec` runs the executor part only, `bench_pipeline
+  // memory` the memory part only.
+  const std::string part = argc > 1 ? argv[1] : "";
+  if (part == "memory") {
+    const std::string step = TrainStep("2048");
+    std::printf("%-7s %-7s %12s %12s %12s %10s %8s %10s\n", "stages", "micro", "gpipe peak",
+                "1f1b peak", "parameters", "act ratio", "S/M", "live mb");
+    for (int64_t stages : {2, 4})
+      for (int64_t micro : {4, 8, 16}) {
+        const StepMemory g = PeakMemory(step, stages, micro, "gpipe");
+        const StepMemory f = PeakMemory(step, stages, micro, "1f1b");
+        const double ratio = static_cast<double>(f.peak - f.parameters) /
+                             static_cast<double>(g.peak - g.parameters);
+        std::printf("%-7lld %-7lld %10.2fMB %10.2fMB %10.2fMB %10.3f %8.3f %5lld/%-4lld\n",
+                    static_cast<long long>(stages), static_cast<long long>(micro), g.peak / 1e6,
+                    f.peak / 1e6, f.parameters / 1e6, ratio,
+                    static_cast<double>(stages) / static_cast<double>(micro),
+                    static_cast<long long>(f.live_microbatches),
+                    static_cast<long long>(g.live_microbatches));
+      }
+    return 0;
+  }
+  const bool compile_table = part != "exec";
   const std::string text = TrainStep();
   if (compile_table) std::printf("%-8s %-8s %-8s %12s\n", "stages", "data", "devices", "compile ms");
   for (int64_t stages : {2, 4, 8}) {
@@ -160,7 +222,7 @@ int main(int argc, char** argv) {
   const std::string step = TrainStep("2048");
   std::printf("\n%-10s %-8s %10s %10s %10s %10s %8s\n", "schedule", "stages", "cpu skip",
               "cpu all", "wall skip", "wall all", "cpu saved");
-  for (const std::string schedule : {"gpipe", "circular"}) {
+  for (const std::string schedule : {"gpipe", "circular", "1f1b"}) {
     const StepTime skip = RunStep(step, 4, schedule, true);
     const StepTime all = RunStep(step, 4, schedule, false);
     std::printf("%-10s %-8d %8.1fms %8.1fms %8.1fms %8.1fms %7.0f%%\n", schedule.c_str(), 4,

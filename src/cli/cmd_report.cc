@@ -217,13 +217,16 @@ void PrintText(const ReportData& d, std::ostream& os) {
        << (h.is_parameter ? " (parameter)" : h.is_output ? " (output)" : "") << "\n";
   }
   for (const PipelineSchedule& p : d.pipeline.loops) {
-    os << "\npipeline: loop %" << p.loop << ", " << p.layers << " layers on " << p.stages
+    os << "\npipeline: loop %" << p.loop
+       << (p.interleaved ? " with backward loop %" + p.backward_loop : std::string()) << ", "
+       << p.layers << " layers on " << p.stages
        << " stages (" << p.layers_per_stage << " each"
        << (p.repeats > 1 ? ", as " + std::to_string(p.repeats) + " chunks of " +
                                std::to_string(p.layers_per_chunk)
                          : std::string())
        << "), " << p.microbatches << " microbatches, "
-       << p.schedule << " schedule, " << p.ticks << " ticks, bubble "
+       << p.schedule << (p.paired ? " (paired: a forward and a backward slot per tick)" : "")
+       << " schedule, " << p.ticks << " ticks, bubble "
        << static_cast<int>(p.bubble_fraction * 1000 + 0.5) / 10.0 << "%\n";
     for (size_t s = 0; s < p.table.size(); ++s) {
       os << "  stage " << s << " |";

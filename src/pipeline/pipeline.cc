@@ -30,6 +30,9 @@
 #include "ir/shape_inference.h"
 #include "pipeline/builder.h"
 #include "pipeline/layer_loop.h"
+#include "pipeline/one_f_one_b.h"
+#include "pipeline/region.h"
+#include "pipeline/schedule.h"
 #include "pipeline/stage_loop.h"
 #include "pipeline/stage_sharding.h"
 #include "sharding/sharding_util.h"
@@ -37,65 +40,27 @@
 namespace meshsplit {
 namespace {
 
-constexpr char kFullToShard[] = "SPMDFullToShardShape";
-constexpr char kShardToFull[] = "SPMDShardToFullShape";
-constexpr char kShardingTarget[] = "Sharding";
+using stage_region::BaseOf;
+using stage_region::kFullToShard;
+using stage_region::kShardingTarget;
+using stage_region::kShardToFull;
+using stage_region::LayoutFor;
+using stage_region::MicrobatchLayout;
+using stage_region::NextChannelId;
+using stage_region::Plural;
+using stage_region::StackedParameterChain;
 
-Status ErrorAt(const Instruction& at, const std::string& what) {
-  return Status::Error(what, at.loc());
-}
-
-std::string Plural(int64_t n, const std::string& word) {
-  const bool sibilant = !word.empty() && (word.back() == 'h' || word.back() == 's');
-  return std::to_string(n) + " " + word + (n == 1 ? "" : sibilant ? "es" : "s");
-}
-
-int64_t NextChannelId(const Module& module) {
-  int64_t next = 1;
-  for (const auto& c : module.computations())
-    for (const auto& i : c->instructions())
-      if (i->attrs().channel_id) next = std::max(next, *i->attrs().channel_id + 1);
-  return next;
-}
-
-// The dims of the activation with the batch dim `bd` (size B) split into
-// (B/M, M), and the permutation that brings the M dim to the front.
-struct MicrobatchLayout {
-  std::vector<int64_t> split;        // [.., B/M, M, ..]
-  std::vector<int64_t> to_front;     // perm: [M, .., B/M, ..]
-  std::vector<int64_t> from_front;   // its inverse
-  std::vector<int64_t> microbatch;   // [.., B/M, ..]
-  std::vector<int64_t> stacked;      // [M, .., B/M, ..]
-};
-
-MicrobatchLayout LayoutFor(const Shape& act, int64_t bd, int64_t m) {
-  MicrobatchLayout l;
-  l.microbatch = act.dimensions();
-  l.microbatch[bd] /= m;
-  l.split = l.microbatch;
-  l.split.insert(l.split.begin() + bd + 1, m);
-  l.to_front.push_back(bd + 1);
-  for (int64_t d = 0; d < static_cast<int64_t>(l.split.size()); ++d)
-    if (d != bd + 1) l.to_front.push_back(d);
-  l.from_front.assign(l.to_front.size(), 0);
-  for (size_t k = 0; k < l.to_front.size(); ++k) l.from_front[l.to_front[k]] = static_cast<int64_t>(k);
-  l.stacked = l.microbatch;
-  l.stacked.insert(l.stacked.begin(), m);
-  return l;
-}
-
-const Sharding* BaseOf(const Instruction* i) {
-  return i->has_sharding() ? &*i->sharding() : nullptr;
-}
-
+using stage_region::ErrorAt;
 }  // namespace
 
 StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages,
-                                        int64_t layers, bool backward) {
+                                        int64_t layers, bool backward, bool paired) {
   const bool circular = spec.schedule == "circular";
-  if (spec.schedule != "gpipe" && !circular)
+  const bool one_f_one_b = spec.schedule == "1f1b";
+  if (spec.schedule != "gpipe" && !circular && !one_f_one_b)
     return Status::Error("pipeline: schedule '" + spec.schedule +
-                         "' is not implemented yet (gpipe and circular are; see docs/pipeline.md)");
+                         "' is not implemented yet (gpipe, circular and 1f1b are; see "
+                         "docs/pipeline.md)");
   const int64_t repeats = circular ? spec.repeats : 1;
   if (layers % (stages * repeats) != 0)
     return Status::Error(
@@ -117,6 +82,29 @@ StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages
   s.layers_per_stage = layers / stages;
   s.layers_per_chunk = layers / (stages * repeats);
   s.backward = backward;
+  s.live_microbatches = spec.microbatches;
+  if (one_f_one_b) {
+    const InterleavedTable t = PlanOneFOneB(stages, spec.microbatches, paired);
+    s.interleaved = true;
+    s.paired = paired;
+    s.ticks = t.ticks;
+    s.live_microbatches = t.residual_slots;
+    // Paired: each tick has a forward and a backward slot per stage.
+    const int64_t slots_per_tick = paired ? 2 : 1;
+    int64_t busy = 0;
+    s.table.assign(stages, std::vector<std::string>(s.ticks));
+    for (int64_t st = 0; st < stages; ++st)
+      for (int64_t k = 0; k < s.ticks; ++k) {
+        std::string& cell = s.table[st][k];
+        if (t.forward[st][k] >= 0) cell = "F" + std::to_string(t.forward[st][k]);
+        if (t.backward[st][k] >= 0)
+          cell += (cell.empty() ? "B" : "+B") + std::to_string(t.backward[st][k]);
+        busy += (t.forward[st][k] >= 0) + (t.backward[st][k] >= 0);
+      }
+    s.bubble_fraction = 1.0 - static_cast<double>(busy) /
+                                  static_cast<double>(slots_per_tick * stages * s.ticks);
+    return s;
+  }
   const int64_t work = spec.microbatches * repeats;  // (microbatch, round) pairs per stage
   s.ticks = work + stages - 1;
   int64_t busy = 0;
@@ -183,38 +171,6 @@ Instruction* SwapLeadingFactors(Builder& b, Instruction* v, int64_t a, int64_t b
   std::vector<int64_t> perm = {1, 0};
   for (int64_t d = 2; d < static_cast<int64_t>(split.size()); ++d) perm.push_back(d);
   return b.Reshape(b.Transpose(b.Reshape(v, split), perm), dims);
-}
-
-// When `v` is a copy of an entry parameter, seen through transposes,
-// copies, converts and bitcasts that keep the shape (MaxText stores its
-// stacked weights [embed, layers, mlp] and transposes the layers to the
-// front before the scans): `v`, the values between, and the parameter, each
-// with the sharding that gives `v` the sharding `s`. Empty when `v` is
-// computed otherwise.
-std::vector<std::pair<Instruction*, Sharding>> StackedParameterChain(Instruction* v, Sharding s) {
-  std::vector<std::pair<Instruction*, Sharding>> chain;
-  for (;;) {
-    chain.emplace_back(v, s);
-    switch (v->opcode()) {
-      case Opcode::kParameter:
-        return chain;
-      case Opcode::kTranspose: {
-        const std::vector<int64_t>& perm = v->attrs().dimensions;
-        std::vector<int64_t> inverse(perm.size());
-        for (size_t k = 0; k < perm.size(); ++k) inverse[perm[k]] = static_cast<int64_t>(k);
-        s = sharding_util::TransposeSharding(s, inverse);
-        break;
-      }
-      case Opcode::kBitcast:
-        if (v->operand(0)->shape().dimensions() != v->shape().dimensions()) return {};
-        break;
-      case Opcode::kCopy: case Opcode::kConvert:
-        break;
-      default:
-        return {};
-    }
-    v = v->operand(0);
-  }
 }
 
 class LoopPipeliner {
@@ -392,23 +348,9 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
 
   // Into the region.
   Builder eb(module_, *entry, loop.loc());
-  // A value with the batch at `batch_dim`, held whole by every stage and
-  // split into microbatches [M, .., B/M, ..] (microbatch m: rows b % M == m).
   auto enter_microbatched = [&](Instruction* v, int64_t batch_dim,
                                 const Sharding* base) -> StatusOr<Instruction*> {
-    const Shape& shape = v->shape();
-    if (shape.dimensions(static_cast<int>(batch_dim)) % micro != 0)
-      return ErrorAt(loop, Plural(micro, "microbatch") + " do not divide dim " +
-                               std::to_string(batch_dim) + " of %" + v->name() + " (" +
-                               shape.ToString(false) + "), which loop %" + loop.name() +
-                               " reads in every layer");
-    MS_ASSIGN_OR_RETURN(Sharding full, sh_.Full(base, shape.rank()));
-    MS_ASSIGN_OR_RETURN(Sharding whole, sh_.Manual(base, shape.rank(), 0));
-    MS_ASSIGN_OR_RETURN(Sharding split, sh_.Manual(base, shape.rank(), 1));
-    const MicrobatchLayout l = LayoutFor(shape, batch_dim, micro);
-    Instruction* local = eb.CustomCall(
-        kFullToShard, eb.CustomCall(kShardingTarget, v, shape, full), shape, whole);
-    return On(eb.Transpose(eb.Reshape(local, l.split), l.to_front), split);
+    return stage_region::EnterMicrobatched(eb, sh_, v, batch_dim, base, micro, loop);
   };
   std::vector<Instruction*> tick_init(5, nullptr);
   std::vector<Sharding> tick_sharding = {scalar_man, scalar_man, man_h, man_h1, man_h1};
@@ -732,22 +674,8 @@ StatusOr<PipelineSchedule> LoopPipeliner::Run(const LayerLoop& scan) {
   {
     // The last stage's outputs, back in the activation's layout.
     Instruction* outs = On(eb.Element(ticks, 3), man_h1);
-    std::vector<int64_t> with_stage = lay.stacked;
-    with_stage.insert(with_stage.begin(), 1);
-    Instruction* per_stage_outs = On(eb.Reshape(outs, with_stage), man_h2);
-    with_stage[0] = stages;
-    Instruction* gathered = eb.CustomCall(
-        kShardToFull,
-        eb.CustomCall(kShardingTarget, per_stage_outs, per_stage_outs->shape(), man_h2),
-        Shape(type, with_stage), out_full);
-    std::vector<int64_t> last_dims = with_stage;
-    last_dims[0] = 1;
-    Instruction* last_outs = eb.Add(Opcode::kSlice, Shape(type, last_dims), {gathered}, "slice");
-    for (int64_t d = 0; d < static_cast<int64_t>(with_stage.size()); ++d)
-      last_outs->mutable_attrs().slice.push_back(
-          SliceDimension{d == 0 ? last : 0, d == 0 ? last + 1 : with_stage[d], 1});
-    results[scan.activation] = eb.Reshape(
-        eb.Transpose(eb.Reshape(last_outs, lay.stacked), lay.from_front), act.dimensions());
+    results[scan.activation] =
+        stage_region::FromOneStage(eb, outs, last, stages, act, bd, man_h2, out_full);
   }
   results[scan.counter] = eb.Scalar(
       loop.shape().tuple_shapes(static_cast<int>(scan.counter)).element_type(),
@@ -887,6 +815,32 @@ StatusOr<PipelineReport> PipelineLayerLoops(Module& module, const Mesh& mesh,
     if (!planned.ok()) return ErrorAt(*l.loop, planned.status().message());
   }
   PipelineReport report;
+  if (spec.schedule == "1f1b") {
+    // Each forward scan runs in one loop with the backward scan that reads
+    // its residuals.
+    std::set<const LayerLoop*> paired;
+    std::vector<std::pair<const LayerLoop*, const LayerLoop*>> pairs;
+    for (const LayerLoop& l : loops) {
+      if (l.reversed) continue;
+      const LayerLoop* b = BackwardScanOf(l, loops);
+      if (b == nullptr || paired.count(b))
+        return ErrorAt(*l.loop, "1f1b pipelines a training step: loop %" + l.loop->name() +
+                                    " has no backward scan that reads its per-layer results "
+                                    "(a forward pass pipelines with gpipe or circular)");
+      paired.insert(b);
+      pairs.emplace_back(&l, b);
+    }
+    for (const LayerLoop& l : loops)
+      if (l.reversed && !paired.count(&l))
+        return ErrorAt(*l.loop, "1f1b: the reverse scan %" + l.loop->name() +
+                                    " reads no forward scan's per-layer results");
+    for (const auto& [f, b] : pairs) {
+      MS_ASSIGN_OR_RETURN(PipelineSchedule s,
+                          PipelineOneFOneB(module, shardings, spec, run, *f, *b));
+      report.loops.push_back(std::move(s));
+    }
+    return report;
+  }
   std::map<const Instruction*, int64_t> batch_dims;
   LoopPipeliner pipeliner(module, shardings, spec, run, batch_dims);
   for (const LayerLoop& l : loops) {

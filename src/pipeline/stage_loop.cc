@@ -9,57 +9,14 @@
 
 #include "ir/shape_inference.h"
 #include "pipeline/builder.h"
+#include "pipeline/region.h"
 #include "transforms/shrink_batch.h"
 
 namespace meshsplit {
 namespace {
 
-Status ErrorAt(const Instruction& at, const std::string& what) {
-  return Status::Error(what, at.loc());
-}
-
-void Reachable(Computation* root, std::set<Computation*>& out) {
-  if (!out.insert(root).second) return;
-  for (const auto& i : root->instructions())
-    for (Computation* c : i->called_computations()) Reachable(c, out);
-}
-
-// Replaces every `call` in `comp` by a copy of its callee's instructions, so
-// that rebatching sees one body (a callee shared by several call sites
-// cannot take one microbatch shape for all of them).
-void InlineCalls(Module& module, Computation& comp) {
-  for (;;) {
-    Instruction* call = nullptr;
-    for (const auto& i : comp.instructions())
-      if (i->opcode() == Opcode::kCall && i->to_apply() != nullptr) {
-        call = i.get();
-        break;
-      }
-    if (call == nullptr) return;
-    const Computation* callee = call->to_apply();
-    std::map<const Instruction*, Instruction*> copied;
-    for (Instruction* i : callee->MakePostOrder()) {
-      if (i->opcode() == Opcode::kParameter) {
-        copied[i] = call->operand(static_cast<int>(i->attrs().parameter_number));
-        continue;
-      }
-      auto c = std::make_unique<Instruction>(i->opcode(), module.UniqueInstructionName(i->name()),
-                                             i->shape());
-      c->mutable_attrs() = i->attrs();
-      if (i->has_literal()) c->set_literal(i->literal());
-      c->set_called_computations(i->called_computations());
-      c->set_loc(i->loc());
-      if (i->has_sharding()) c->set_sharding(*i->sharding());
-      for (Instruction* o : i->operands()) c->AppendOperand(copied.at(o));
-      copied[i] = comp.AddInstruction(std::move(c));
-    }
-    Instruction* result = copied.at(callee->root());
-    call->ReplaceAllUsesWith(result);
-    if (comp.root() == call) comp.set_root(result);
-    comp.RemoveInstruction(call);
-    comp.SortTopologically();
-  }
-}
+using stage_region::ErrorAt;
+using stage_region::Reachable;
 
 struct Rebatched {
   std::unique_ptr<Module> module;
@@ -76,7 +33,7 @@ StatusOr<Rebatched> RebatchedBody(
   Computation* body = copy->FindComputation(loop.while_body()->name());
   std::set<Computation*> keep;
   Reachable(body, keep);
-  for (Computation* c : keep) InlineCalls(*copy, *c);
+  stage_region::InlineCallsIn(*copy, keep);
   keep.clear();
   Reachable(body, keep);
   std::vector<Computation*> drop;
@@ -249,30 +206,11 @@ StatusOr<StageLoop> BuildStageLoop(Module& module, const LayerLoop& scan,
   }
 
   // Annotations inside the body now sit inside the stage region.
-  for (const auto& c : copy->computations())
-    for (const auto& i : c->instructions()) {
-      if (!i->has_sharding() || i->sharding()->IsManual() || i->sharding()->HasManualSubgroup())
-        continue;
-      const Sharding given = *i->sharding();
-      StatusOr<Sharding> inside = shardings.Manual(&given, i->shape().IsArray() ? i->shape().rank() : 0, 0);
-      if (!inside.ok())
-        return ErrorAt(loop, "loop %" + loop.name() + ": the annotation of %" + i->name() +
-                                 " cannot move inside the stages: " + inside.status().message());
-      i->set_sharding(*inside);
-    }
+  MS_RETURN_IF_ERROR(stage_region::MoveAnnotationsInside(*copy, shardings, loop));
 
   // Move the copy's computations into the module under fresh names.
   out.carried = carried;
-  for (Computation* c : copy->MakeComputationPostOrder()) {
-    std::unique_ptr<Computation> owned = copy->ReleaseComputation(c);
-    std::string name = c->name() + ".stage";
-    while (module.FindComputation(name) != nullptr) name += "_";
-    owned->set_name(name);
-    for (const auto& i : owned->instructions())
-      i->set_name(module.UniqueInstructionName(i->name()));
-    Computation* added = module.AddComputation(std::move(owned));
-    if (c == body) out.body = added;
-  }
+  out.body = stage_region::AdoptComputations(module, *copy, body);
   std::string cond_name = loop.while_condition()->name() + ".stage";
   while (module.FindComputation(cond_name) != nullptr) cond_name += "_";
   auto cond = std::make_unique<Computation>(cond_name);

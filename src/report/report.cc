@@ -78,13 +78,15 @@ nlohmann::ordered_json PipelineJson(const PipelineReport& r) {
     slots += static_cast<double>(p.stages * p.ticks);
     nlohmann::ordered_json l;
     l["loop"] = p.loop;
-    l["direction"] = p.backward ? "backward" : "forward";
+    if (p.interleaved) l["backward_loop"] = p.backward_loop;
+    l["direction"] = p.interleaved ? "forward and backward" : p.backward ? "backward" : "forward";
     l["layers"] = p.layers;
     l["layers_per_stage"] = p.layers_per_stage;
     l["layers_per_chunk"] = p.layers_per_chunk;
     l["ticks"] = p.ticks;
     l["bubble_fraction"] = p.bubble_fraction;
     l["peak_activation_bytes_per_stage"] = p.peak_activation_bytes_per_stage;
+    l["live_microbatches_per_stage"] = p.live_microbatches;
     l["table"] = p.table;
     loops.push_back(std::move(l));
   }

@@ -7,6 +7,7 @@
 
 #include "import/pipeline_spec.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/schedule.h"
 #include "pipeline/stage_sharding.h"
 
 namespace meshsplit {
@@ -72,6 +73,85 @@ TEST(PipelineSchedule, CircularBubbleIsTheFormula) {
         }
 }
 
+// Every stage runs every microbatch forward, then backward, once each; a
+// forward follows the previous stage's, a backward the next stage's (on the
+// last stage its own forward), at an earlier tick; no stage runs two actions
+// in a tick unless paired; no two live microbatches share a buffer slot.
+void CheckOneFOneB(const InterleavedTable& t, bool paired) {
+  const int64_t S = t.stages, M = t.microbatches;
+  std::vector<std::vector<int64_t>> fwd(S, std::vector<int64_t>(M, -1)), bwd = fwd;
+  for (int64_t s = 0; s < S; ++s) {
+    ASSERT_EQ(static_cast<int64_t>(t.forward[s].size()), t.ticks);
+    int64_t next_f = 0, next_b = 0, live = 0, most = 0;
+    for (int64_t k = 0; k < t.ticks; ++k) {
+      const int64_t f = t.forward[s][k], b = t.backward[s][k];
+      if (!paired) EXPECT_FALSE(f >= 0 && b >= 0) << "stage " << s << " tick " << k;
+      if (b >= 0) {
+        EXPECT_EQ(b, next_b++);
+        bwd[s][b] = k;
+        --live;
+      }
+      if (f >= 0) {
+        EXPECT_EQ(f, next_f++);
+        fwd[s][f] = k;
+        most = std::max(most, ++live);
+      }
+    }
+    EXPECT_EQ(next_f, M);
+    EXPECT_EQ(next_b, M);
+    EXPECT_LE(most, t.residual_slots);
+  }
+  for (int64_t s = 0; s < S; ++s)
+    for (int64_t m = 0; m < M; ++m) {
+      if (s > 0) EXPECT_LT(fwd[s - 1][m], fwd[s][m]);
+      EXPECT_LT(s == S - 1 ? fwd[s][m] : bwd[s + 1][m], bwd[s][m]);
+      EXPECT_LT(fwd[s][m], bwd[s][m]);
+      // Slots: microbatches m and m + K (same slot) never hold residuals at once.
+      const int64_t k = t.residual_slots;
+      if (m + k < M) EXPECT_LE(bwd[s][m], fwd[s][m + k]);
+    }
+}
+
+TEST(PipelineSchedule, OneFOneBBubbleIsGpipes) {
+  for (int64_t stages : {2, 4, 8})
+    for (int64_t micro : {1, 2, 4, 8, 16}) {
+      SCOPED_TRACE("S=" + std::to_string(stages) + " M=" + std::to_string(micro));
+      const InterleavedTable t = PlanOneFOneB(stages, micro);
+      CheckOneFOneB(t, false);
+      EXPECT_EQ(t.ticks, 2 * (micro + stages - 1));
+      // At most S microbatches of residuals per stage (M when fewer).
+      EXPECT_EQ(t.residual_slots, std::min(stages, micro));
+      PipelineSpec spec;
+      spec.axis = "stage";
+      spec.microbatches = micro;
+      spec.schedule = "1f1b";
+      auto s = PlanSchedule(spec, stages, 2 * stages);
+      ASSERT_TRUE(s.ok()) << s.status().message();
+      EXPECT_NEAR(s->bubble_fraction,
+                  static_cast<double>(stages - 1) / static_cast<double>(micro + stages - 1), 1e-12);
+      EXPECT_EQ(s->live_microbatches, std::min(stages, micro));
+    }
+}
+
+TEST(PipelineSchedule, PairedOneFOneB) {
+  for (int64_t stages : {2, 4, 8})
+    for (int64_t micro : {1, 4, 16}) {
+      SCOPED_TRACE("S=" + std::to_string(stages) + " M=" + std::to_string(micro));
+      const InterleavedTable t = PlanOneFOneB(stages, micro, /*paired=*/true);
+      CheckOneFOneB(t, true);
+      EXPECT_EQ(t.ticks, micro + 2 * stages - 1);
+      EXPECT_EQ(t.residual_slots, std::min(2 * stages - 1, micro));
+    }
+  PipelineSpec spec;
+  spec.axis = "stage";
+  spec.microbatches = 4;
+  spec.schedule = "1f1b";
+  auto s = PlanSchedule(spec, 2, 4, false, /*paired=*/true);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->table[1][2], "F1+B0");
+  EXPECT_NEAR(s->bubble_fraction, 1.0 - 4.0 / 7.0, 1e-12);  // 8 of 14 slots busy
+}
+
 TEST(PipelineSchedule, RefusesWhatIsNotBuilt) {
   PipelineSpec spec;
   spec.axis = "stage";
@@ -84,7 +164,7 @@ TEST(PipelineSchedule, RefusesWhatIsNotBuilt) {
   EXPECT_FALSE(PlanSchedule(spec, 4, 16).ok());  // fewer microbatches than stages
   spec.microbatches = 4;
   spec.repeats = 1;
-  spec.schedule = "1f1b";
+  spec.schedule = "zb-h1";
   auto s = PlanSchedule(spec, 2, 4);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("not implemented yet"), std::string::npos);
