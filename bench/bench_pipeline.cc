@@ -14,12 +14,21 @@
 // 1f1b runs its unpaired table when skipping and its paired one (a forward
 // and a backward slot per tick) when computing every tick.
 //
+// Then `bubble`: the bubble measured by the executor (verify's trace of the
+// tick conditionals, one per device and tick) against the formula, for
+// gpipe, circular (R = 2) and 1f1b, S in {2, 4}, M in {4, 8, 16}: the
+// share of device-ticks that ran the idle branch, and the share of the
+// devices' thread CPU time spent idle when each tick lasts as long as its
+// slowest device (F and B cost differently, so this one differs from the
+// equal-cost formula).
+//
 // Then `memory`: per-device peak memory of the partitioned training step
 // (batch 2048) from the cost model, 1f1b against gpipe, for S in {2, 4} and
 // M in {4, 8, 16}; the activation part (peak less parameters) of 1f1b over
 // gpipe's, against S / M, and the residual microbatches a stage holds.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -142,6 +151,39 @@ StepTime RunStep(const std::string& text, int64_t stages, const std::string& sch
   return {cpu[1], wall[1]};
 }
 
+// One training step pipelined as `schedule` on `stages` devices, its tick
+// conditionals traced.
+PipelineTicks MeasuredTicks(const std::string& text, int64_t stages, int64_t micro,
+                            const std::string& schedule, int64_t repeats) {
+  auto module = ParseModuleText(text);
+  if (!module.ok()) std::exit(1);
+  const std::vector<Literal> inputs = RandomInputs(*(*module)->entry(), 1);
+  const Shape result = (*module)->entry()->root()->shape();
+  CompileOptions options;
+  options.mesh = "stage=" + std::to_string(stages);
+  PipelineSpec p;
+  p.axis = "stage";
+  p.microbatches = micro;
+  p.schedule = schedule;
+  p.repeats = repeats;
+  options.pipeline = p;
+  auto compiled = Compile(**module, options);
+  if (!compiled.ok() || compiled->partitioned == nullptr) {
+    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
+                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::vector<std::vector<BranchRun>> traces;
+  SpmdRunOptions run;
+  run.branch_traces = &traces;
+  auto r = RunSpmd(*compiled->partitioned, inputs, result, stages, run);
+  if (!r.ok()) {
+    std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
+    std::exit(1);
+  }
+  return MeasurePipelineTicks(traces);
+}
+
 struct StepMemory {
   int64_t peak = 0, parameters = 0, live_microbatches = 0, ticks = 0;
 };
@@ -183,6 +225,26 @@ int main(int argc, char** argv) {
   // `bench_pipeline exec` runs the executor part only, `bench_pipeline
   // memory` the memory part only.
   const std::string part = argc > 1 ? argv[1] : "";
+  if (part == "bubble") {
+    const std::string step = TrainStep("2048");
+    std::printf("%-9s %-7s %-6s %9s %9s %9s %9s\n", "schedule", "stages", "micro", "formula",
+                "ticks", "|diff|", "time");
+    double worst = 0;
+    for (const std::string schedule : {"gpipe", "circular", "1f1b"})
+      for (int64_t stages : {2, 4})
+        for (int64_t micro : {4, 8, 16}) {
+          const int64_t repeats = schedule == "circular" ? 2 : 1;
+          const PipelineTicks t = MeasuredTicks(step, stages, micro, schedule, repeats);
+          const double formula = static_cast<double>(stages - 1) /
+                                 static_cast<double>(micro * repeats + stages - 1);
+          worst = std::max(worst, std::abs(t.idle_ticks - formula));
+          std::printf("%-9s %-7lld %-6lld %9.4f %9.4f %9.4f %9.4f\n", schedule.c_str(),
+                      static_cast<long long>(stages), static_cast<long long>(micro), formula,
+                      t.idle_ticks, std::abs(t.idle_ticks - formula), t.idle_time);
+        }
+    std::printf("largest |measured - formula| over the device-ticks: %.4f (target <= 0.02)\n", worst);
+    return 0;
+  }
   if (part == "memory") {
     const std::string step = TrainStep("2048");
     std::printf("%-7s %-7s %12s %12s %12s %10s %8s %10s\n", "stages", "micro", "gpipe peak",

@@ -215,6 +215,11 @@ int RunVerify(const VerifyFlags& flags) {
     j["reduction_length"] = r.reduction_length;
     j["divergent_instruction"] = r.divergent_instruction;
     j["divergence_detail"] = r.divergence_detail;
+    if (r.pipeline_ticks > 0) {
+      j["pipeline_ticks"] = r.pipeline_ticks;
+      j["pipeline_idle_ticks"] = r.pipeline_idle_ticks;
+      j["pipeline_idle_time"] = r.pipeline_idle_time;
+    }
     std::cout << j.dump(2) << "\n";
     return r.ok() ? 0 : 1;
   }
@@ -223,6 +228,12 @@ int RunVerify(const VerifyFlags& flags) {
                 static_cast<long long>(options.num_partitions),
                 static_cast<unsigned long long>(options.seed), r.max_abs_error,
                 r.max_rel_error);
+    if (r.pipeline_ticks > 0)
+      std::printf("pipeline measured: %lld ticks per device, idle in %.1f%% of the device-ticks "
+                  "(the schedule's bubble), %.1f%% of the time (thread CPU, each tick as long "
+                  "as its slowest device)\n",
+                  static_cast<long long>(r.pipeline_ticks), 100 * r.pipeline_idle_ticks,
+                  100 * r.pipeline_idle_time);
     return 0;
   }
   if (r.status == "mismatch" || r.status == "assemble") {

@@ -340,6 +340,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
       1, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) /
              static_cast<int>(num_devices)));
   std::vector<Literal> results(num_devices);
+  if (options.branch_traces != nullptr) options.branch_traces->assign(num_devices, {});
   Status st = RunOnThreads(static_cast<int>(num_devices), [&](int d, Communicator& comm) {
     CollectiveAdapter adapter(comm);
     adapter.set_single_replica(options.single_replica_collectives);
@@ -351,6 +352,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     ctx.collectives = &adapter;
     ctx.hooks = hooks.get();
     ctx.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+    if (options.branch_traces != nullptr) ctx.branch_trace = &(*options.branch_traces)[d];
     StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args[d]), ctx);
     if (!r.ok()) {
       Status s = r.status();

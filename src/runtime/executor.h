@@ -15,6 +15,7 @@
 #include "collectives/collectives.h"
 #include "ir/module.h"
 #include "runtime/collective_ops.h"
+#include "runtime/interpreter.h"
 #include "sharding/sharding.h"
 #include "support/status.h"
 
@@ -85,6 +86,9 @@ struct SpmdRunOptions {
   // Makes device d's hooks (custom-calls, infeed, outfeed) for RunOnDevices;
   // none when empty.
   std::function<std::unique_ptr<DeviceHooks>(int64_t device, Communicator& comm)> make_hooks;
+  // When set, resized to the devices; device d's conditionals are traced
+  // into (*branch_traces)[d] (EvalContext::branch_trace).
+  std::vector<std::vector<BranchRun>>* branch_traces = nullptr;
 };
 
 // Runs `partitioned`'s entry on `num_devices` devices with per-device

@@ -5,6 +5,7 @@
 #include "runtime/interpreter.h"
 
 #include <algorithm>
+#include <ctime>
 #include <unordered_set>
 
 #include "runtime/kernels.h"
@@ -78,6 +79,12 @@ StatusOr<Literal> EvalWhile(KernelArgs& k) {
   return state;
 }
 
+static double ThreadCpuSeconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
 StatusOr<Literal> EvalConditional(KernelArgs& k) {
   const Instruction& instr = k.instr;
   const auto& branches = instr.called_computations();
@@ -98,7 +105,12 @@ StatusOr<Literal> EvalConditional(KernelArgs& k) {
     return InstrError(instr, "conditional branch " + std::to_string(branch) + " has no operand");
   std::vector<Literal> args;
   args.push_back(TakeOrCopy(k, static_cast<int>(branch + 1)));
-  return k.interp.Run(*branches[branch], std::move(args));
+  std::vector<BranchRun>* trace = k.interp.ctx().branch_trace;
+  if (trace == nullptr) return k.interp.Run(*branches[branch], std::move(args));
+  const double start = ThreadCpuSeconds();
+  StatusOr<Literal> out = k.interp.Run(*branches[branch], std::move(args));
+  trace->push_back({branches[branch], ThreadCpuSeconds() - start});
+  return out;
 }
 
 StatusOr<Literal> EvalCall(KernelArgs& k) {

@@ -29,6 +29,15 @@
 
 namespace meshsplit {
 
+// One conditional a device ran: the branch taken and the thread CPU
+// seconds it took (EvalContext::branch_trace). The pipeline's ticks are
+// such conditionals (`stage_idle`, `stage_forward`, ...), so a trace tells
+// how much of its time a stage spent idle.
+struct BranchRun {
+  const Computation* branch = nullptr;
+  double cpu_seconds = 0;
+};
+
 struct EvalContext {
   int64_t partition_id = 0;
   int64_t replica_id = 0;
@@ -43,6 +52,9 @@ struct EvalContext {
   // so verify can still compare a program that contains them. Off for
   // `run`: there an unknown target is an error.
   bool stub_opaque_custom_calls = false;
+  // When set, every conditional run appends its BranchRun here (in the
+  // order they finish: a nested one before the one holding it).
+  std::vector<BranchRun>* branch_trace = nullptr;
 };
 
 // Evaluates `computation` with `args` bound to its parameters (moved in, so

@@ -784,6 +784,41 @@ StatusOr<std::unique_ptr<Module>> PropagateAndPartition(
   return std::move(result.partitioned);
 }
 
+PipelineTicks MeasurePipelineTicks(const std::vector<std::vector<BranchRun>>& traces) {
+  PipelineTicks out;
+  auto starts = [](const std::string& name, const char* prefix) {
+    return name.rfind(prefix, 0) == 0;
+  };
+  std::vector<std::vector<const BranchRun*>> ticks(traces.size());
+  for (size_t d = 0; d < traces.size(); ++d)
+    for (const BranchRun& r : traces[d]) {
+      const std::string& name = r.branch->name();
+      if (starts(name, "stage_idle") || starts(name, "stage_busy") ||
+          starts(name, "stage_forward") || starts(name, "stage_backward"))
+        ticks[d].push_back(&r);
+    }
+  if (ticks.empty() || ticks[0].empty()) return out;
+  const size_t per_device = ticks[0].size();
+  for (const auto& t : ticks)
+    if (t.size() != per_device) return out;  // not lockstep ticks: not measured
+  double idle_count = 0, idle_time = 0, total_time = 0;
+  for (size_t t = 0; t < per_device; ++t) {
+    double longest = 0;
+    for (const auto& d : ticks) longest = std::max(longest, d[t]->cpu_seconds);
+    for (const auto& d : ticks) {
+      const bool idle = starts(d[t]->branch->name(), "stage_idle");
+      idle_count += idle ? 1 : 0;
+      idle_time += longest - (idle ? 0 : d[t]->cpu_seconds);
+      total_time += longest;
+    }
+  }
+  const double slots = static_cast<double>(per_device * ticks.size());
+  out.ticks = static_cast<int64_t>(per_device);
+  out.idle_ticks = idle_count / slots;
+  out.idle_time = total_time > 0 ? idle_time / total_time : 0;
+  return out;
+}
+
 VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
                                const VerifyOptions& options) {
   VerifyResult result;
@@ -834,6 +869,8 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
   SpmdRunOptions run_options;
   run_options.single_replica_collectives = true;
   run_options.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  std::vector<std::vector<BranchRun>> traces;
+  run_options.branch_traces = &traces;
   StatusOr<std::vector<Literal>> per_device =
       RunOnDevices(partitioned, std::move(args).value(), n, run_options);
   if (!per_device.ok()) {
@@ -841,6 +878,10 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
     result.message = per_device.status().ToString();
     return result;
   }
+  const PipelineTicks measured = MeasurePipelineTicks(traces);
+  result.pipeline_ticks = measured.ticks;
+  result.pipeline_idle_ticks = measured.idle_ticks;
+  result.pipeline_idle_time = measured.idle_time;
   const Instruction* proot = partitioned.entry()->root();
   StatusOr<Literal> got =
       Assemble(*per_device, original.entry()->root()->shape(), ShardingOrReplicated(*proot));

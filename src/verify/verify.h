@@ -17,6 +17,7 @@
 #include "ir/literal.h"
 #include "ir/module.h"
 #include "partitioner/partitioner.h"
+#include "runtime/interpreter.h"
 #include "support/status.h"
 
 namespace meshsplit {
@@ -140,8 +141,32 @@ struct VerifyResult {
   // Non-empty when the original needed the N-device reference run
   // (runtime/reference.h): what made it device-dependent.
   std::string reference_reason;
+  // A pipelined program whose stages skip their idle ticks (each tick a
+  // conditional, docs/pipeline.md) is measured as it runs: the ticks each
+  // device ran, the share of device-ticks that took the idle branch (the
+  // schedule's bubble, checked by execution), and the share of the
+  // devices' time spent idle when every tick lasts as long as its slowest
+  // device (thread CPU seconds per tick: what the bubble costs when F and B
+  // differ). Zero ticks: not measured.
+  int64_t pipeline_ticks = 0;
+  double pipeline_idle_ticks = 0;
+  double pipeline_idle_time = 0;
   bool ok() const { return status == "ok"; }
 };
+
+// The pipeline's ticks as a run traced them (SpmdRunOptions::branch_traces):
+// the conditionals the pipeline pass names `stage_idle`, `stage_busy`,
+// `stage_forward`, `stage_backward` (and their renamed copies), one per tick
+// and device. Zero ticks when there are none, or when the devices did not
+// run the same number (not lockstep).
+struct PipelineTicks {
+  int64_t ticks = 0;      // per device
+  double idle_ticks = 0;  // share of device-ticks that ran the idle branch
+  // Share of the devices' time spent idle when each tick lasts as long as
+  // its slowest device (thread CPU seconds of each branch).
+  double idle_time = 0;
+};
+PipelineTicks MeasurePipelineTicks(const std::vector<std::vector<BranchRun>>& traces);
 
 // The compile pipeline as verify and run use it (compiler/compile.h):
 // propagation in place (unless !propagate; strict as given), then the
