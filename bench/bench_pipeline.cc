@@ -14,6 +14,13 @@
 // 1f1b runs its unpaired table when skipping and its paired one (a forward
 // and a backward slot per tick) when computing every tick.
 //
+// Then `maxtext` (needs ../shared/models/hlo/maxtext_train_step_dp8.hlo):
+// partition time of the pipelined MaxText training step (both scans, 2
+// microbatches, examples/maxtext/pipeline_dp8_pp2.json's rules) with its
+// data-parallel shardings rewritten from 8 to D devices, D from 8 to 1024,
+// and its batch to 2D (MaxTextOver), over 2, 4 and 8 stages (up to 8192
+// devices); t(largest) / t(smallest) per stage count should stay <= 1.1.
+//
 // Then `bubble`: the bubble measured by the executor (verify's trace of the
 // tick conditionals, one per device and tick) against the formula, for
 // gpipe, circular (R = 2) and 1f1b, S in {2, 4}, M in {4, 8, 16}: the
@@ -151,6 +158,79 @@ StepTime RunStep(const std::string& text, int64_t stages, const std::string& sch
   return {cpu[1], wall[1]};
 }
 
+// The MaxText step with its 8-way data-parallel shardings over `data`
+// devices and its batch of 16 grown to 2 * data (weak scaling: every
+// device keeps one example per microbatch, so the program's shape per
+// device is the same for every data >= 8, as in data-parallel training; a
+// batch that does not divide would measure uneven-shard handling instead).
+std::string MaxTextOver(const std::string& text, int64_t data) {
+  const std::string d = std::to_string(data);
+  const std::string batch = std::to_string(std::max<int64_t>(16, 2 * data));
+  std::string s = Replace(text, "<=[8]", "<=[" + d + "]");
+  s = Replace(s, "devices=[8,", "devices=[" + d + ",");
+  // The batch leads the activations' shapes, follows the layer dim in the
+  // stacked residuals, and the layer in a residual's dynamic-slice sizes.
+  s = Replace(s, "[16,", "[" + batch + ",");
+  s = Replace(s, "[8,16,", "[8," + batch + ",");
+  s = Replace(s, "{1,16,", "{1," + batch + ",");
+  s = Replace(s, "[1,16,", "[1," + batch + ",");
+  s = Replace(s, "slice={[0:16],", "slice={[0:" + batch + "],");
+  return Replace(s, "num_partitions=8", "num_partitions=" + d);
+}
+
+int MaxTextPartitionTimes() {
+  std::ifstream in(MESHSPLIT_SOURCE_DIR "/../shared/models/hlo/maxtext_train_step_dp8.hlo");
+  if (!in) {
+    std::printf("skipped: needs ../shared/models/hlo/maxtext_train_step_dp8.hlo\n");
+    return 0;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string original = ss.str();
+  std::printf("%-8s %-8s %-8s %12s\n", "stages", "data", "devices", "partition ms");
+  for (int64_t stages : {2, 4, 8}) {
+    double first = 0, last = 0;
+    for (int64_t data : {8, 64, 512, 1024}) {
+      const std::string text = MaxTextOver(original, data);
+      auto spec = ReadShardSpec(MESHSPLIT_SOURCE_DIR "/examples/maxtext/pipeline_dp8_pp2.json",
+                                "data=" + std::to_string(data) + ",stage=" +
+                                    std::to_string(stages));
+      if (!spec.ok()) {
+        std::fprintf(stderr, "spec: %s\n", spec.status().ToString().c_str());
+        return 1;
+      }
+      auto shared = std::make_shared<const ShardSpec>(std::move(spec).value());
+      std::vector<double> times;
+      for (int rep = 0; rep < 3; ++rep) {
+        auto module = ParseModuleText(text);
+        if (!module.ok()) {
+          std::fprintf(stderr, "%s\n", module.status().ToString().c_str());
+          return 1;
+        }
+        CompileOptions options;
+        options.spec = shared;
+        const double start = ThreadSeconds();
+        auto compiled = Compile(**module, options);
+        times.push_back(ThreadSeconds() - start);
+        if (!compiled.ok()) {
+          std::fprintf(stderr, "data=%lld stage=%lld: %s\n", static_cast<long long>(data),
+                       static_cast<long long>(stages), compiled.status().ToString().c_str());
+          return 1;
+        }
+      }
+      std::sort(times.begin(), times.end());
+      if (data == 8) first = times[1];
+      last = times[1];
+      std::printf("%-8lld %-8lld %-8lld %12.1f\n", static_cast<long long>(stages),
+                  static_cast<long long>(data), static_cast<long long>(data * stages),
+                  times[1] * 1e3);
+    }
+    std::printf("stages=%lld: t(data=1024) / t(data=8) = %.2f\n", static_cast<long long>(stages),
+                last / first);
+  }
+  return 0;
+}
+
 // One training step pipelined as `schedule` on `stages` devices, its tick
 // conditionals traced.
 PipelineTicks MeasuredTicks(const std::string& text, int64_t stages, int64_t micro,
@@ -225,6 +305,7 @@ int main(int argc, char** argv) {
   // `bench_pipeline exec` runs the executor part only, `bench_pipeline
   // memory` the memory part only.
   const std::string part = argc > 1 ? argv[1] : "";
+  if (part == "maxtext") return MaxTextPartitionTimes();
   if (part == "bubble") {
     const std::string step = TrainStep("2048");
     std::printf("%-9s %-7s %-6s %9s %9s %9s %9s\n", "schedule", "stages", "micro", "formula",
