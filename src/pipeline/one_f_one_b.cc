@@ -398,9 +398,7 @@ class OneFOneB {
   std::vector<Instruction*> init_;
   std::map<std::pair<const Instruction*, Held>, int64_t> entered_;
   std::map<int64_t, int64_t> f_at_, b_at_;  // layer-loop element -> tick element
-  std::map<int64_t, int64_t> batched_dim_;  // kBatched tick element -> its batch dim
   std::vector<int64_t> head_at_;            // loss-gradient input -> tick element
-  std::map<int64_t, int64_t> f_stage_element_, b_stage_element_;
   std::vector<Sharding> f_inner_, b_inner_;  // stage-loop element shardings
 };
 
@@ -442,7 +440,6 @@ StatusOr<int64_t> OneFOneB::Enter(Builder& eb, Instruction* v, Held held, int64_
                            local, e.manual);
   }
   const int64_t at = static_cast<int64_t>(elements_.size());
-  if (held == Held::kBatched) batched_dim_[at] = batch_dim;
   elements_.push_back(e);
   init_.push_back(On(inside, e.manual));
   entered_[{v, held}] = at;
