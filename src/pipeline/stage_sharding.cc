@@ -48,6 +48,17 @@ StatusOr<Sharding> StageShardings::Full(const Sharding* base, int64_t rank) cons
 
 StatusOr<Sharding> StageShardings::Place(const Sharding* base, int64_t rank, int64_t leading,
                                          Where where) const {
+  const auto key = std::make_tuple(base != nullptr ? base->ToString() : std::string(), rank,
+                                   leading, static_cast<int>(where));
+  auto found = placed_.find(key);
+  if (found != placed_.end()) return found->second;
+  StatusOr<Sharding> placed = PlaceUncached(base, rank, leading, where);
+  placed_.emplace(key, placed);
+  return placed;
+}
+
+StatusOr<Sharding> StageShardings::PlaceUncached(const Sharding* base, int64_t rank,
+                                                 int64_t leading, Where where) const {
   const int64_t n = num_devices(), s = stages();
   bool replicated = base == nullptr || base->IsReplicated();
   if (!replicated) {

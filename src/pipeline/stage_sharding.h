@@ -7,6 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -44,10 +47,15 @@ class StageShardings {
  private:
   enum class Where { kManual, kStageTiled, kFull };
   StatusOr<Sharding> Place(const Sharding* base, int64_t rank, int64_t leading, Where where) const;
+  StatusOr<Sharding> PlaceUncached(const Sharding* base, int64_t rank, int64_t leading,
+                                   Where where) const;
 
   Mesh mesh_;
   int64_t stage_axis_;
   std::vector<int64_t> stage_of_;  // by device id
+  // Place's results by (base, rank, leading, where): building one walks
+  // every device, and the pass asks for the same few many times.
+  mutable std::map<std::tuple<std::string, int64_t, int64_t, int>, StatusOr<Sharding>> placed_;
 };
 
 }  // namespace meshsplit
