@@ -9,6 +9,7 @@ pkgs=(g++ cmake ninja-build python3 libgtest-dev libgmock-dev libbenchmark-dev
       python3-dev python3-pybind11 pybind11-dev python3-numpy python3-pytest  # python/
       coinor-libcbc-dev  # autoshard --solver ilp/lp (CBC, CLP)
       clang-15 libfuzzer-15-dev  # the asan-ubsan preset: sanitizers + libFuzzer targets
+      llvm-15  # llvm-symbolizer-15: file:line in sanitizer reports (clang-15 only recommends it)
       chromium)  # headless browser test of `meshsplit report --html`
 missing=()
 for p in "${pkgs[@]}"; do
