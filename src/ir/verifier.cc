@@ -328,23 +328,25 @@ class Verifier {
     // The tiling must fit the shape: data tile dims = rank, one sharding per
     // tuple leaf. Device ids are checked below only when the module declares
     // its partition count (XLA's tests often leave it out).
-    // An outfeed's sharding describes its operands, not its token result.
-    if (instr.opcode() == Opcode::kOutfeed) return;
-    std::vector<int64_t> leaf_ranks;
-    CollectLeafRanks(instr.shape(), leaf_ranks);
     const int64_t any_devices = int64_t{1} << 62;
-    Status fit = instr.shape().IsTuple()
-                     ? instr.sharding()->ValidateTuple(leaf_ranks, any_devices)
-                     : instr.sharding()->Validate(instr.shape().IsArray()
-                                                      ? instr.shape().rank()
-                                                      : 0,
-                                                  any_devices);
-    if (!fit.ok()) {
-      errors_.push_back(Status::Error(prefix + "sharding does not fit " +
-                                          instr.shape().ToString(false) + ": " +
-                                          fit.message(),
-                                      instr.loc()));
-      return;
+    if (instr.opcode() == Opcode::kOutfeed) {
+      if (!VerifyOutfeedSharding(instr, prefix, any_devices)) return;
+    } else {
+      std::vector<int64_t> leaf_ranks;
+      CollectLeafRanks(instr.shape(), leaf_ranks);
+      Status fit = instr.shape().IsTuple()
+                       ? instr.sharding()->ValidateTuple(leaf_ranks, any_devices)
+                       : instr.sharding()->Validate(instr.shape().IsArray()
+                                                        ? instr.shape().rank()
+                                                        : 0,
+                                                    any_devices);
+      if (!fit.ok()) {
+        errors_.push_back(Status::Error(prefix + "sharding does not fit " +
+                                            instr.shape().ToString(false) + ": " +
+                                            fit.message(),
+                                        instr.loc()));
+        return;
+      }
     }
     if (partitions <= 1) return;
     const int64_t devices = partitions * std::max<int64_t>(1, module_.replica_count());
@@ -365,6 +367,43 @@ class Verifier {
                           " but the module has ", have),
           instr.loc()));
     }
+  }
+
+  // An outfeed's sharding describes its operands, not its token result: one
+  // element per top-level data leaf, optionally followed by the token's (or
+  // one non-tuple sharding for all of them), which is how the partitioner
+  // reads it (partitioner/handlers/feeds.cc). Each element given for an array
+  // leaf must fit that leaf; the partitioner indexes tile dims by it. Records
+  // an error and returns false when one does not.
+  bool VerifyOutfeedSharding(const Instruction& instr, const std::string& prefix,
+                             int64_t any_devices) {
+    if (instr.operand_count() < 1) return true;
+    const Shape& data = instr.operand(0)->shape();
+    std::vector<const Shape*> leaves;
+    if (data.IsTuple()) {
+      for (const Shape& e : data.tuple_shapes()) leaves.push_back(&e);
+    } else {
+      leaves.push_back(&data);
+    }
+    const Sharding& s = *instr.sharding();
+    for (size_t i = 0; i < leaves.size(); ++i) {
+      const Sharding* e = &s;
+      if (s.IsTuple()) {
+        if (i >= s.tuple_elements().size()) break;
+        e = &s.tuple_elements()[i];
+      }
+      if (!leaves[i]->IsArray()) continue;
+      Status fit = e->Validate(leaves[i]->rank(), any_devices);
+      if (!fit.ok()) {
+        errors_.push_back(Status::Error(
+            prefix + "sharding does not fit outfeed operand " +
+                (data.IsTuple() ? StrCat("element ", i, " ") : std::string()) +
+                leaves[i]->ToString(false) + ": " + fit.message(),
+            instr.loc()));
+        return false;
+      }
+    }
+    return true;
   }
 
   static void CollectLeafRanks(const Shape& shape, std::vector<int64_t>& out) {
