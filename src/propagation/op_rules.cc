@@ -22,7 +22,10 @@ void AddIdentityFactors(const Instruction& instr, OpShardingRule* rule,
                         int num_operands = -1) {
   if (!instr.shape().IsArray()) return;
   const int64_t rank = instr.shape().rank();
-  if (num_operands < 0) num_operands = instr.operand_count();
+  // A custom-call may have no operands at all (valid HLO), so the "first
+  // operand" of SameAsOperand0-style rules may not exist.
+  if (num_operands < 0 || num_operands > instr.operand_count())
+    num_operands = instr.operand_count();
   for (int64_t d = 0; d < rank; ++d) {
     Factor f;
     f.result_dim = d;
