@@ -16,13 +16,14 @@ namespace meshsplit::spmd {
 namespace {
 
 // Per-dim block sizes of an operand and its scale, or an empty vector when
-// the scale does not divide the operand into blocks.
+// the scale does not divide the operand into blocks. An empty operand dim
+// has no blocks (its block size would be 0, which BlocksAlign divides by).
 std::vector<int64_t> BlockSizes(const Shape& x, const Shape& scale) {
   if (!x.IsArray() || !scale.IsArray() || x.rank() != scale.rank()) return {};
   std::vector<int64_t> block(x.rank());
   for (int d = 0; d < x.rank(); ++d) {
     const int64_t n = x.dimensions(d), m = scale.dimensions(d);
-    if (m <= 0 || n % m != 0) return {};
+    if (n <= 0 || m <= 0 || n % m != 0) return {};
     block[d] = n / m;
   }
   return block;
