@@ -325,6 +325,14 @@ bool IsSubTilingOrEqualSharding(const Shape& shape, const Sharding& sub,
       if (coarse == s) return true;
     }
   }
+  // The walk below is O(devices) in time and memory. Past kMaxDeviceWalk
+  // devices (a mesh axis of 2^40 parses fine and stays symbolic everywhere
+  // else) the answer is "not a sub-tiling", the conservative one: the caller
+  // then keeps the sharding it has.
+  constexpr int64_t kMaxDeviceWalk = int64_t{1} << 16;
+  if (sub.tile_assignment().num_devices() > kMaxDeviceWalk ||
+      s.tile_assignment().num_devices() > kMaxDeviceWalk)
+    return false;
   // Tile offsets per device (tile index times the tile size; a tile that
   // reaches the end of a dim may be short).
   auto offsets = [&](const Sharding& sh, const std::vector<int64_t>& b) {
