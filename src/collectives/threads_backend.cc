@@ -777,11 +777,21 @@ int64_t DeviceThreadStackBytes(int64_t num_devices) {
   return std::clamp<int64_t>(budget / (num_devices - 1) / kMiB * kMiB, 1 * kMiB, 8 * kMiB);
 }
 
-Status RunOnThreads(int num_devices,
-                    const std::function<Status(int device, Communicator&)>& fn) {
+Status CheckThreadsBackendDevices(int64_t num_devices) {
   if (num_devices < 1)
     return Status::Error("the threads backend needs at least one device, got " +
                          std::to_string(num_devices));
+  if (num_devices > kMaxThreadsBackendDevices)
+    return Status::Error(std::to_string(num_devices) +
+                         " devices is over the threads backend's limit of " +
+                         std::to_string(kMaxThreadsBackendDevices) +
+                         " virtual devices (one thread each); the mpi backend runs more");
+  return Status::Ok();
+}
+
+Status RunOnThreads(int num_devices,
+                    const std::function<Status(int device, Communicator&)>& fn) {
+  if (Status s = CheckThreadsBackendDevices(num_devices); !s.ok()) return s;
   ThreadsWorld world(num_devices);
   return RunOnThreads(world, fn);
 }

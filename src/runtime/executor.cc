@@ -319,6 +319,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
                                             std::vector<std::vector<Literal>> args,
                                             int64_t num_devices, const SpmdRunOptions& options) {
   if (num_devices < 1) return Status::Error("need at least one device");
+  if (Status s = CheckThreadsBackendDevices(num_devices); !s.ok()) return s;
   if (static_cast<int64_t>(args.size()) != num_devices)
     return Status::Error("got arguments for " + std::to_string(args.size()) + " devices, not " +
                          std::to_string(num_devices));
