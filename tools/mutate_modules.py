@@ -16,7 +16,8 @@ or refuse it with an `error:` line; anything else is a crash:
               verify, without a MISMATCH verdict)
 
 A verify MISMATCH is counted apart ("mismatch": a wrong partitioning, not a
-crash). Commands that partition get `--num-partitions N` when the module
+crash) and its mutant is kept in --out as the crashing ones are. Commands
+that partition get `--num-partitions N` when the module
 says `// num_partitions=N` (as the XLA partitioning corpus does).
 
 Modules on which a command already fails this way unmutated are left out of
@@ -300,7 +301,7 @@ def main():
             for k, src, path, kind, args, err in pool.map(one, todo):
                 counts["run"] += 1
                 counts[kind] += 1
-                if kind in CRASHES:
+                if kind in CRASHES or kind == "mismatch":
                     name = f"{command}.s{a.seed}.m{k}.{os.path.basename(src)}"
                     keep = os.path.join(a.out, name)
                     os.replace(path, keep)
@@ -328,8 +329,8 @@ def main():
         crashes = sum(c[k] for k in CRASHES)
         total += crashes
         print(f"{command:10}" + "".join(f"{c[k]:>10}" for k in cols) + f"{crashes:>10}")
-    if total:
-        print(f"crashing mutants and their commands: {a.out}/")
+    if total or any(table[c]["mismatch"] for c in commands):
+        print(f"crashing and mismatching mutants and their commands: {a.out}/")
     return 1 if total else 0
 
 
