@@ -518,7 +518,11 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
   for (const auto& c : original.computations())
     for (const auto& i : c->instructions())
       if (i->opcode() == Opcode::kOutfeed) outfeeds.emplace(i->name(), i.get());
-  for (const auto& [name, instr] : outfeeds) {
+  for (const auto& entry : outfeeds) {
+    // Not a structured binding: clang 15 (the asan-ubsan preset) refuses
+    // lambdas that capture one (a C++20 extension it lacks).
+    const std::string& name = entry.first;
+    const Instruction* instr = entry.second;
     auto calls = [&](const FeedState& f, int64_t d) {
       std::vector<const Literal*> v;
       for (const FeedState::Record& r : f.outfeeds()[d])
