@@ -443,10 +443,20 @@ class CostWalker {
       const auto& rg = i.attrs().replica_groups;
       if (!rg || rg->empty()) {
         c.group_size = module_.num_partitions();
-        for (int64_t d = 0; d < c.group_size; ++d) first_group.push_back(d);
+        // The group only names mesh axes; bounded as the iota case below.
+        if (options_.mesh && c.group_size <= (int64_t{1} << 16))
+          for (int64_t d = 0; d < c.group_size; ++d) first_group.push_back(d);
       } else if (rg->is_iota) {
         c.group_size = rg->group_dims.size() == 2 ? rg->group_dims[1] : 1;
-        if (options_.mesh) {
+        // Expand() is O(devices): past 2^16 devices the collective is costed
+        // without naming its mesh axes (a mesh axis mutated to 2^40 made the
+        // expansion throw std::bad_alloc).
+        int64_t devices = 1;
+        bool small = true;
+        for (int64_t d : rg->reshape_dims)
+          small = small && !__builtin_mul_overflow(devices, d, &devices) &&
+                  devices <= (int64_t{1} << 16);
+        if (options_.mesh && small) {
           auto all = rg->Expand();
           if (!all.empty()) first_group = all[0];
         }
