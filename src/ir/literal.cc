@@ -7,6 +7,7 @@
 
 #include "ir/float8.h"
 #include "support/float16.h"
+#include "support/saturating_convert.h"
 
 namespace meshsplit {
 
@@ -81,14 +82,14 @@ double Literal::GetDouble(int64_t i) const {
 void Literal::SetDouble(int64_t i, double v) {
   switch (element_type()) {
     case PrimitiveType::PRED: data<uint8_t>()[i] = v != 0; return;
-    case PrimitiveType::S8: data<int8_t>()[i] = static_cast<int8_t>(v); return;
-    case PrimitiveType::S16: data<int16_t>()[i] = static_cast<int16_t>(v); return;
-    case PrimitiveType::S32: data<int32_t>()[i] = static_cast<int32_t>(v); return;
-    case PrimitiveType::S64: data<int64_t>()[i] = static_cast<int64_t>(v); return;
-    case PrimitiveType::U8: data<uint8_t>()[i] = static_cast<uint8_t>(v); return;
-    case PrimitiveType::U16: data<uint16_t>()[i] = static_cast<uint16_t>(v); return;
-    case PrimitiveType::U32: data<uint32_t>()[i] = static_cast<uint32_t>(v); return;
-    case PrimitiveType::U64: data<uint64_t>()[i] = static_cast<uint64_t>(v); return;
+    case PrimitiveType::S8: data<int8_t>()[i] = SaturatingConvert<int8_t>(v); return;
+    case PrimitiveType::S16: data<int16_t>()[i] = SaturatingConvert<int16_t>(v); return;
+    case PrimitiveType::S32: data<int32_t>()[i] = SaturatingConvert<int32_t>(v); return;
+    case PrimitiveType::S64: data<int64_t>()[i] = SaturatingConvert<int64_t>(v); return;
+    case PrimitiveType::U8: data<uint8_t>()[i] = SaturatingConvert<uint8_t>(v); return;
+    case PrimitiveType::U16: data<uint16_t>()[i] = SaturatingConvert<uint16_t>(v); return;
+    case PrimitiveType::U32: data<uint32_t>()[i] = SaturatingConvert<uint32_t>(v); return;
+    case PrimitiveType::U64: data<uint64_t>()[i] = SaturatingConvert<uint64_t>(v); return;
     case PrimitiveType::F16: data<uint16_t>()[i] = F32ToF16(static_cast<float>(v)); return;
     case PrimitiveType::BF16: data<uint16_t>()[i] = F32ToBf16(static_cast<float>(v)); return;
     case PrimitiveType::F32: data<float>()[i] = static_cast<float>(v); return;
@@ -130,7 +131,7 @@ uint64_t Literal::GetUint(int64_t i) const {
 void Literal::SetInt(int64_t i, int64_t v) {
   switch (element_type()) {
     case PrimitiveType::S64: data<int64_t>()[i] = v; return;
-    case PrimitiveType::U64: data<uint64_t>()[i] = static_cast<uint64_t>(v); return;
+    case PrimitiveType::U64: data<uint64_t>()[i] = SaturatingConvert<uint64_t>(v); return;
     default: SetDouble(i, static_cast<double>(v)); return;
   }
 }

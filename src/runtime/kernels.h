@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/computation.h"
+#include "support/saturating_convert.h"
 #include "ir/custom_call_targets.h"
 #include "ir/float8.h"
 #include "ir/instruction.h"
@@ -218,23 +219,6 @@ inline bool CompareByDirection(ComparisonDirection d, T a, T b) {
   return false;
 }
 
-// Element conversion as XLA's convert: float -> integer saturates at the
-// integer's range and maps NaN to 0; every other pair is a plain cast.
-// (The interpreter's convert kernel and the compiled scalar programs.)
-template <typename To, typename From>
-inline To SaturatingConvert(From x) {
-  if constexpr (std::is_floating_point_v<From> && std::is_integral_v<To>) {
-    if (x != x) return 0;
-    constexpr From kLo = static_cast<From>(std::numeric_limits<To>::min());
-    constexpr From kHi = static_cast<From>(std::numeric_limits<To>::max());
-    if (x <= kLo) return std::numeric_limits<To>::min();
-    if (x >= kHi) return std::numeric_limits<To>::max();
-    return static_cast<To>(x);
-  } else {
-    return static_cast<To>(x);
-  }
-}
-
 inline bool Is16BitFloat(PrimitiveType t) {
   return t == PrimitiveType::F16 || t == PrimitiveType::BF16;
 }
@@ -350,6 +334,15 @@ ReducerKind ClassifyReducer(const Computation* c);
 // Applies a recognised reducer to two values of compute type T.
 template <typename T>
 inline T ApplyReducerKind(ReducerKind kind, T a, T b) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    // Integers wrap as in XLA: the sum and product are taken in an unsigned
+    // type at least as wide as int (signed overflow, and the int promotion of
+    // u16 * u16, are undefined behaviour; UBSan found s32 sums overflowing).
+    using W = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                 std::make_unsigned_t<T>>;
+    if (kind == ReducerKind::kAdd) return static_cast<T>(static_cast<W>(a) + static_cast<W>(b));
+    if (kind == ReducerKind::kMul) return static_cast<T>(static_cast<W>(a) * static_cast<W>(b));
+  }
   switch (kind) {
     case ReducerKind::kAdd: return static_cast<T>(a + b);
     case ReducerKind::kMul: return static_cast<T>(a * b);
