@@ -254,7 +254,9 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
       return Status::Error("tensor '" + t.name() + "' has " +
                            std::to_string(t.raw_data().size()) + " bytes of data, expected " +
                            std::to_string(lit.size_bytes()));
-    std::memcpy(lit.raw(), t.raw_data().data(), lit.size_bytes());
+    // An empty tensor has no buffer: memcpy from or to null is undefined
+    // even for 0 bytes (UBSan, GPT-2's empty shape tensors).
+    if (lit.size_bytes() > 0) std::memcpy(lit.raw(), t.raw_data().data(), lit.size_bytes());
     return lit;
   }
   auto check = [&](int64_t have) -> Status {
