@@ -16,7 +16,11 @@ int64_t DevicesNamed(const Sharding& s) {
     return n;
   }
   if (s.IsMaximal()) return s.device() + 1;
-  if (s.IsTiled()) return s.tile_assignment().num_devices();
+  // An explicit list may skip ids ({devices=[3]1,2,3} names device 3): the
+  // count must hold the largest id too, or the module printed with it would
+  // not load back (found by fuzz_propagate).
+  if (s.IsTiled())
+    return std::max(s.tile_assignment().num_devices(), s.tile_assignment().MaxDevice() + 1);
   return 0;
 }
 
