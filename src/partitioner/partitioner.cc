@@ -32,6 +32,16 @@ std::string SpmdShared::ComputationName(const std::string& name) {
   }
 }
 
+// `s` on every leaf of `shape`, nested as the shape is: a nested tuple element
+// gets a tuple of its own (a bare sharding there would print as one leaf where
+// the shape has several; found by fuzz_partition on a copy of a nested tuple).
+static Sharding SpreadOverTuple(const Sharding& s, const Shape& shape) {
+  if (!shape.IsTuple()) return s;
+  std::vector<Sharding> elems;
+  for (const Shape& e : shape.tuple_shapes()) elems.push_back(SpreadOverTuple(s, e));
+  return Sharding::Tuple(std::move(elems));
+}
+
 Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
   if (param_shardings_ != nullptr && instr.opcode() == Opcode::kParameter) {
     const int64_t i = instr.attrs().parameter_number;
@@ -45,10 +55,7 @@ Sharding SpmdContext::ShardingOf(const Instruction& instr) const {
   if (s.IsTuple() && (!instr.shape().IsTuple() ||
                       s.tuple_elements().size() != static_cast<size_t>(instr.shape().tuple_size())))
     s = Sharding::Replicate();
-  if (instr.shape().IsTuple() && !s.IsTuple()) {
-    std::vector<Sharding> elems(instr.shape().tuple_size(), s);
-    return Sharding::Tuple(std::move(elems));
-  }
+  if (instr.shape().IsTuple() && !s.IsTuple()) return SpreadOverTuple(s, instr.shape());
   return s;
 }
 
