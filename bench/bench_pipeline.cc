@@ -116,6 +116,28 @@ double ProcessCpuSeconds() {
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// The step pipelined as `schedule` over `stages` stages with `micro`
+// microbatches, compiled and partitioned; exits on any error.
+CompileResult CompileStep(Module& module, int64_t stages, int64_t micro,
+                          const std::string& schedule, int64_t repeats, bool skip_idle = true) {
+  CompileOptions options;
+  options.mesh = "stage=" + std::to_string(stages);
+  PipelineSpec p;
+  p.axis = "stage";
+  p.microbatches = micro;
+  p.schedule = schedule;
+  p.repeats = repeats;
+  options.pipeline = p;
+  options.pipeline_skip_idle = skip_idle;
+  auto compiled = Compile(module, options);
+  if (!compiled.ok() || compiled->partitioned == nullptr) {
+    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
+                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
+    std::exit(1);
+  }
+  return std::move(compiled).value();
+}
+
 struct StepTime {
   double cpu = 0, wall = 0;
 };
@@ -127,25 +149,12 @@ StepTime RunStep(const std::string& text, int64_t stages, const std::string& sch
   if (!module.ok()) std::exit(1);
   const std::vector<Literal> inputs = RandomInputs(*(*module)->entry(), 1);
   const Shape result = (*module)->entry()->root()->shape();
-  CompileOptions options;
-  options.mesh = "stage=" + std::to_string(stages);
-  PipelineSpec p;
-  p.axis = "stage";
-  p.microbatches = 4;
-  p.schedule = schedule;
-  p.repeats = schedule == "circular" ? 2 : 1;
-  options.pipeline = p;
-  options.pipeline_skip_idle = skip_idle;
-  auto compiled = Compile(**module, options);
-  if (!compiled.ok() || compiled->partitioned == nullptr) {
-    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
-                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
-    std::exit(1);
-  }
+  const CompileResult compiled =
+      CompileStep(**module, stages, 4, schedule, schedule == "circular" ? 2 : 1, skip_idle);
   std::vector<double> cpu, wall;
   for (int rep = 0; rep < 3; ++rep) {
     const double c0 = ProcessCpuSeconds(), w0 = WallSeconds();
-    auto r = RunSpmd(*compiled->partitioned, inputs, result, stages);
+    auto r = RunSpmd(*compiled.partitioned, inputs, result, stages);
     cpu.push_back(ProcessCpuSeconds() - c0);
     wall.push_back(WallSeconds() - w0);
     if (!r.ok()) {
@@ -239,24 +248,11 @@ PipelineTicks MeasuredTicks(const std::string& text, int64_t stages, int64_t mic
   if (!module.ok()) std::exit(1);
   const std::vector<Literal> inputs = RandomInputs(*(*module)->entry(), 1);
   const Shape result = (*module)->entry()->root()->shape();
-  CompileOptions options;
-  options.mesh = "stage=" + std::to_string(stages);
-  PipelineSpec p;
-  p.axis = "stage";
-  p.microbatches = micro;
-  p.schedule = schedule;
-  p.repeats = repeats;
-  options.pipeline = p;
-  auto compiled = Compile(**module, options);
-  if (!compiled.ok() || compiled->partitioned == nullptr) {
-    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
-                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
-    std::exit(1);
-  }
+  const CompileResult compiled = CompileStep(**module, stages, micro, schedule, repeats);
   std::vector<std::vector<BranchRun>> traces;
   SpmdRunOptions run;
   run.branch_traces = &traces;
-  auto r = RunSpmd(*compiled->partitioned, inputs, result, stages, run);
+  auto r = RunSpmd(*compiled.partitioned, inputs, result, stages, run);
   if (!r.ok()) {
     std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
     std::exit(1);
@@ -273,24 +269,12 @@ StepMemory PeakMemory(const std::string& text, int64_t stages, int64_t micro,
                       const std::string& schedule) {
   auto module = ParseModuleText(text);
   if (!module.ok()) std::exit(1);
-  CompileOptions options;
-  options.mesh = "stage=" + std::to_string(stages);
-  PipelineSpec p;
-  p.axis = "stage";
-  p.microbatches = micro;
-  p.schedule = schedule;
-  options.pipeline = p;
-  auto compiled = Compile(**module, options);
-  if (!compiled.ok() || compiled->partitioned == nullptr) {
-    std::fprintf(stderr, "%s: %s\n", schedule.c_str(),
-                 compiled.ok() ? "no program" : compiled.status().ToString().c_str());
-    std::exit(1);
-  }
-  const ModuleCost cost = ComputeModuleCost(*compiled->partitioned);
+  const CompileResult compiled = CompileStep(**module, stages, micro, schedule, 1);
+  const ModuleCost cost = ComputeModuleCost(*compiled.partitioned);
   StepMemory m;
   m.peak = cost.peak_memory_bytes;
   m.parameters = cost.parameter_bytes;
-  for (const PipelineSchedule& l : compiled->pipeline.loops) {
+  for (const PipelineSchedule& l : compiled.pipeline.loops) {
     m.live_microbatches = std::max(m.live_microbatches, l.live_microbatches);
     m.ticks += l.ticks;
   }

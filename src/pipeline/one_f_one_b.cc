@@ -98,17 +98,15 @@ struct LossGradient {
   std::vector<Instruction*> entry_ops;    // the entry's ops it was made from
 };
 
+// `from_fwd`: the entry's values computed from the forward scan (and the scan).
 StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings& sh,
                                            const LayerLoop& fwd, const LayerLoop& bwd,
+                                           const std::set<const Instruction*>& from_fwd,
                                            Instruction* grad, int64_t bd, int64_t micro) {
   Computation* entry = module.entry();
   const std::string between = "the loss gradient %" + grad->name() + " (the ops between loop %" +
                               fwd.loop->name() + " and loop %" + bwd.loop->name() + ")";
-  std::set<const Instruction*> from_fwd = {fwd.loop};
   std::vector<Instruction*> order = entry->MakePostOrder();
-  for (Instruction* i : order)
-    for (const Instruction* o : i->operands())
-      if (from_fwd.count(o)) from_fwd.insert(i);
   std::set<const Instruction*> feeds = {grad};
   for (auto it = order.rbegin(); it != order.rend(); ++it)
     if (feeds.count(*it))
@@ -668,7 +666,7 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     if (bsl_.output_batch_dims.at(e) >= 0)
       return ErrorAt(bloop, "1f1b: per-layer result " + std::to_string(e) + " of the backward scan %" +
                                 bloop.name() + " carries the batch: not pipelined yet");
-  MS_ASSIGN_OR_RETURN(head_, RebatchLossGradient(module, sh_, F_, B_, dh, bd_, micro_));
+  MS_ASSIGN_OR_RETURN(head_, RebatchLossGradient(module, sh_, F_, B_, from_fwd, dh, bd_, micro_));
 
   // Shardings of the activation and its gradient.
   const int64_t rank = act.rank();
