@@ -1,11 +1,15 @@
 // `meshsplit opt FILE --passes=a,b [--print-after-all] [--dump-dir DIR]`:
-// runs named passes in order and prints the resulting module.
+// runs named passes in order and prints the resulting module. The passes
+// take their options from the sharding flags as every compiling command
+// does (`--shard`, `--mesh`, `--pipeline`, ...: apply-spec applies them,
+// pipeline reads the spec's pipeline).
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 
 #include "cli/command.h"
+#include "cli/shard_flags.h"
 #include "compiler/compile.h"
 #include "compiler/passes.h"
 #include "import/load.h"
@@ -21,7 +25,7 @@ struct OptOptions {
   std::string dump_dir;
   bool list = false;
   std::string output;
-  ParseOptions parse;
+  ShardFlags shard;
 };
 
 int RunOpt(const OptOptions& opts) {
@@ -34,7 +38,7 @@ int RunOpt(const OptOptions& opts) {
     return ReportError(Status::Error("opt: missing input FILE"));
   // Each pass with its default options; propagation lists the ops it had no
   // rule for on stderr.
-  CompileOptions options;
+  CompileOptions options = CompileOptionsFor(opts.shard);
   options.print_propagation_warnings = true;
   CompileResult result;
   std::vector<std::unique_ptr<Pass>> pipeline;
@@ -51,7 +55,7 @@ int RunOpt(const OptOptions& opts) {
     }
     pipeline.push_back(info->create(options, &result));
   }
-  auto module_or = LoadModule(opts.file, opts.parse);
+  auto module_or = LoadModule(opts.file, opts.shard.parse);
   if (!module_or.ok()) return ReportError(module_or.status());
   Module& module = **module_or;
   int index = 0;
@@ -83,7 +87,7 @@ const bool registered = RegisterCommand(
                     "print the module to stderr after every pass");
       app->add_option("--dump-dir", opts->dump_dir, "write the module after every pass into DIR");
       app->add_flag("--list-passes", opts->list, "list the available passes");
-      AddXlaStrictFlag(app, &opts->parse);
+      AddShardFlags(app, &opts->shard);
       AddOutputFlag(app, &opts->output);
       return [opts]() { return RunOpt(*opts); };
     });
