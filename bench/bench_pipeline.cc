@@ -23,7 +23,7 @@
 //
 // Then `bubble`: the bubble measured by the executor (verify's trace of the
 // tick conditionals, one per device and tick) against the formula, for
-// gpipe, circular (R = 2) and 1f1b, S in {2, 4}, M in {4, 8, 16}: the
+// gpipe, circular (R = 2), 1f1b and zb-h1, S in {2, 4}, M in {4, 8, 16}: the
 // share of device-ticks that ran the idle branch, and the share of the
 // devices' thread CPU time spent idle when each tick lasts as long as its
 // slowest device (F and B cost differently, so this one differs from the
@@ -32,7 +32,8 @@
 // Then `memory`: per-device peak memory of the partitioned training step
 // (batch 2048) from the cost model, 1f1b against gpipe, for S in {2, 4} and
 // M in {4, 8, 16}; the activation part (peak less parameters) of 1f1b over
-// gpipe's, against S / M, and the residual microbatches a stage holds.
+// gpipe's, against S / M, and the residual microbatches a stage holds;
+// zb-h1's peak beside them (it also keeps what B saves for W).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -295,13 +296,15 @@ int main(int argc, char** argv) {
     std::printf("%-9s %-7s %-6s %9s %9s %9s %9s\n", "schedule", "stages", "micro", "formula",
                 "ticks", "|diff|", "time");
     double worst = 0;
-    for (const std::string schedule : {"gpipe", "circular", "1f1b"})
+    for (const std::string schedule : {"gpipe", "circular", "1f1b", "zb-h1"})
       for (int64_t stages : {2, 4})
         for (int64_t micro : {4, 8, 16}) {
           const int64_t repeats = schedule == "circular" ? 2 : 1;
           const PipelineTicks t = MeasuredTicks(step, stages, micro, schedule, repeats);
-          const double formula = static_cast<double>(stages - 1) /
-                                 static_cast<double>(micro * repeats + stages - 1);
+          // zb-h1: 3M actions (F, B, W) per stage instead of 1f1b's 2M.
+          const int64_t work = schedule == "zb-h1" ? 3 * micro : micro * repeats;
+          const double formula =
+              static_cast<double>(stages - 1) / static_cast<double>(work + stages - 1);
           worst = std::max(worst, std::abs(t.idle_ticks - formula));
           std::printf("%-9s %-7lld %-6lld %9.4f %9.4f %9.4f %9.4f\n", schedule.c_str(),
                       static_cast<long long>(stages), static_cast<long long>(micro), formula,
@@ -312,17 +315,19 @@ int main(int argc, char** argv) {
   }
   if (part == "memory") {
     const std::string step = TrainStep("2048");
-    std::printf("%-7s %-7s %12s %12s %12s %10s %8s %10s\n", "stages", "micro", "gpipe peak",
-                "1f1b peak", "parameters", "act ratio", "S/M", "live mb");
+    std::printf("%-7s %-7s %12s %12s %12s %12s %10s %8s %10s\n", "stages", "micro",
+                "gpipe peak", "1f1b peak", "zb-h1 peak", "parameters", "act ratio", "S/M",
+                "live mb");
     for (int64_t stages : {2, 4})
       for (int64_t micro : {4, 8, 16}) {
         const StepMemory g = PeakMemory(step, stages, micro, "gpipe");
         const StepMemory f = PeakMemory(step, stages, micro, "1f1b");
+        const StepMemory z = PeakMemory(step, stages, micro, "zb-h1");
         const double ratio = static_cast<double>(f.peak - f.parameters) /
                              static_cast<double>(g.peak - g.parameters);
-        std::printf("%-7lld %-7lld %10.2fMB %10.2fMB %10.2fMB %10.3f %8.3f %5lld/%-4lld\n",
+        std::printf("%-7lld %-7lld %10.2fMB %10.2fMB %10.2fMB %10.2fMB %10.3f %8.3f %5lld/%-4lld\n",
                     static_cast<long long>(stages), static_cast<long long>(micro), g.peak / 1e6,
-                    f.peak / 1e6, f.parameters / 1e6, ratio,
+                    f.peak / 1e6, z.peak / 1e6, f.parameters / 1e6, ratio,
                     static_cast<double>(stages) / static_cast<double>(micro),
                     static_cast<long long>(f.live_microbatches),
                     static_cast<long long>(g.live_microbatches));
@@ -349,7 +354,7 @@ int main(int argc, char** argv) {
   const std::string step = TrainStep("2048");
   std::printf("\n%-10s %-8s %10s %10s %10s %10s %8s\n", "schedule", "stages", "cpu skip",
               "cpu all", "wall skip", "wall all", "cpu saved");
-  for (const std::string schedule : {"gpipe", "circular", "1f1b"}) {
+  for (const std::string schedule : {"gpipe", "circular", "1f1b", "zb-h1"}) {
     const StepTime skip = RunStep(step, 4, schedule, true);
     const StepTime all = RunStep(step, 4, schedule, false);
     std::printf("%-10s %-8d %8.1fms %8.1fms %8.1fms %8.1fms %7.0f%%\n", schedule.c_str(), 4,

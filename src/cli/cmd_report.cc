@@ -225,7 +225,10 @@ void PrintText(const ReportData& d, std::ostream& os) {
                                std::to_string(p.layers_per_chunk)
                          : std::string())
        << "), " << p.microbatches << " microbatches, "
-       << p.schedule << (p.paired ? " (paired: a forward and a backward slot per tick)" : "")
+       << p.schedule
+       << (!p.paired ? ""
+           : p.schedule == "zb-h1" ? " (paired: a forward, a B and a W slot per tick)"
+                                   : " (paired: a forward and a backward slot per tick)")
        << " schedule, " << p.ticks << " ticks, bubble "
        << static_cast<int>(p.bubble_fraction * 1000 + 0.5) / 10.0 << "%\n";
     for (size_t s = 0; s < p.table.size(); ++s) {

@@ -31,6 +31,9 @@ code,.mono{font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font
 .card .v{font-size:20px;font-weight:600;margin:2px 0}
 .card .c{font-size:12px;color:var(--muted)}
 .chart{display:block;margin:4px 0 8px;font-size:12px}
+table.pipe td{text-align:center;font-family:ui-monospace,SFMono-Regular,Menlo,Consolas,monospace;font-size:11px;padding:3px 4px;border:1px solid #fff}
+table.pipe td.F{background:#cfe2ff}table.pipe td.B{background:#b6ecea}table.pipe td.W{background:#cdeccd}
+table.pipe td.FB{background:linear-gradient(90deg,#cfe2ff 50%,#b6ecea 50%)}table.pipe td.idle{background:#f0f0f0}
 .chart .row-label{font-size:13px;fill:var(--fg)}
 .chart .in-bar{font-size:11px;fill:#fff;pointer-events:none}
 .chart .bar-total{font-size:12px;fill:var(--fg);font-weight:600}
@@ -274,10 +277,17 @@ void RenderPipeline(std::ostream& os, const ReportData& d) {
     os << "<p class=\"sub\">loop <code>%" << Escape(p.loop) << "</code>: " << p.layers
        << " layers on " << p.stages << " stages, " << p.microbatches << " microbatches, "
        << Escape(p.schedule) << ", " << p.ticks << " ticks, bubble "
-       << Percent(p.bubble_fraction, 1) << "</p><table class=\"t\">";
+       << Percent(p.bubble_fraction, 1)
+       << " (F forward, B backward, W weight gradients, grey idle)</p><table class=\"t pipe\">";
     for (size_t s = 0; s < p.table.size(); ++s) {
       os << "<tr><th>stage " << s << "</th>";
-      for (const std::string& a : p.table[s]) os << "<td>" << (a.empty() ? "" : Escape(a)) << "</td>";
+      for (const std::string& a : p.table[s]) {
+        // A cell of one action takes its colour; a paired cell (several) a mix.
+        const std::string kind = a.empty() ? "idle"
+                                 : a.find('+') != std::string::npos ? "FB"
+                                                                     : a.substr(0, 1);
+        os << "<td class=\"" << kind << "\">" << Escape(a) << "</td>";
+      }
       os << "</tr>";
     }
     os << "</table>\n";

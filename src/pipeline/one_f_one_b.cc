@@ -24,6 +24,12 @@
 // stage cannot skip its layers: every stage runs both layer loops at every
 // tick and keeps what the table names. The table is then the paired one
 // (schedule.h), which gives every tick a forward and a backward slot.
+//
+// zb-h1 splits B's loop in two (split_backward.h): B proper, which also
+// saves, per layer, the gradients the weight gradients read into a ring
+// of K_w slots, and W, which reads them back and sums the weight
+// gradients; a third table says when each stage runs W (a fifth branch,
+// or a third loop every tick when paired).
 #include "pipeline/one_f_one_b.h"
 
 #include <algorithm>
@@ -35,6 +41,7 @@
 #include "pipeline/builder.h"
 #include "pipeline/region.h"
 #include "pipeline/schedule.h"
+#include "pipeline/split_backward.h"
 #include "pipeline/stage_loop.h"
 #include "transforms/shrink_batch.h"
 
@@ -102,7 +109,8 @@ struct LossGradient {
 StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings& sh,
                                            const LayerLoop& fwd, const LayerLoop& bwd,
                                            const std::set<const Instruction*>& from_fwd,
-                                           Instruction* grad, int64_t bd, int64_t micro) {
+                                           Instruction* grad, int64_t bd, int64_t micro,
+                                           const std::string& schedule) {
   Computation* entry = module.entry();
   const std::string between = "the loss gradient %" + grad->name() + " (the ops between loop %" +
                               fwd.loop->name() + " and loop %" + bwd.loop->name() + ")";
@@ -127,7 +135,7 @@ StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings&
     const int64_t e = ElementOf(i, fwd);
     if (e >= 0) {
       if (e != fwd.activation && Resolve(i, fwd) == i)
-        return ErrorAt(*i, "1f1b: " + between + " reads element " + std::to_string(e) +
+        return ErrorAt(*i, schedule + ": " + between + " reads element " + std::to_string(e) +
                                " of the forward scan, not its activation: not pipelined yet");
       continue;
     }
@@ -219,7 +227,7 @@ StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings&
   shrink.factor = micro;
   StatusOr<ShrinkBatchReport> shrunk = ShrinkBatch(*copy, shrink);
   if (!shrunk.ok())
-    return ErrorAt(*grad, "1f1b: " + between + " does not run on a microbatch: " +
+    return ErrorAt(*grad, schedule + ": " + between + " does not run on a microbatch: " +
                               shrunk.status().message());
   // Which values shrank (an op ShrinkBatch added counts as batched when it
   // reads a batched value).
@@ -240,7 +248,7 @@ StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings&
     for (int64_t d = 0; d < was.rank(); ++d) {
       if (g->shape().dimensions(static_cast<int>(d)) == was.dimensions(static_cast<int>(d))) continue;
       if (out.input_batch_dims[k - 1] >= 0)
-        return ErrorAt(*grad, "1f1b: " + between + " reads %" + out.inputs[k - 1]->name() +
+        return ErrorAt(*grad, schedule + ": " + between + " reads %" + out.inputs[k - 1]->name() +
                                   ", whose dims " + std::to_string(out.input_batch_dims[k - 1]) +
                                   " and " + std::to_string(d) + " both derive from the batch");
       out.input_batch_dims[k - 1] = d;
@@ -258,7 +266,7 @@ StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings&
         auto name = original_name.find(i->name());
         const Instruction* at = name != original_name.end() ? entry->Find(name->second) : nullptr;
         return ErrorAt(at != nullptr ? *at : *grad,
-                       "1f1b needs the loss gradient of each microbatch alone, but %" +
+                       schedule + " needs the loss gradient of each microbatch alone, but %" +
                            (at != nullptr ? at->name() : i->name()) + " (" +
                            std::string(OpcodeName(i->opcode())) + ") in " + between +
                            " combines the whole batch: use gpipe");
@@ -266,7 +274,7 @@ StatusOr<LossGradient> RebatchLossGradient(Module& module, const StageShardings&
   }
   const std::vector<int64_t> want = LayoutFor(grad->shape(), bd, micro).microbatch;
   if (head->root()->shape().dimensions() != want)
-    return ErrorAt(*grad, "1f1b: " + between + " does not split by microbatch along dim " +
+    return ErrorAt(*grad, schedule + ": " + between + " does not split by microbatch along dim " +
                               std::to_string(bd) + " (one microbatch's is " +
                               head->root()->shape().ToString(false) + ")");
   MS_RETURN_IF_ERROR(stage_region::MoveAnnotationsInside(*copy, sh, *grad));
@@ -301,6 +309,7 @@ enum class Held {
   kBatched,           // [M, .., B/M, ..]: microbatch m is row m
   kResidual,          // [K_r, L/S, .., B/M, ..]: microbatch m in slot m % K_r
   kSummed,            // [L/S, ...]: summed over the microbatches run
+  kSaved,             // zb-h1: [K_w, L/S, ...]: what B of microbatch m leaves for its W
 };
 
 struct TickElement {
@@ -368,16 +377,28 @@ class OneFOneB {
   void EmitForward(Builder& b, const std::vector<Instruction*>& st, Instruction* m, bool head,
                    std::vector<Instruction*>& out);
   // The stage loop `sl` of `scan` on microbatch `m`, from `activation`.
+  // `extra`: the initial values of elements the layer loop does not have
+  // (zb-h1's stacks of what B saves for W), by tuple index.
   Instruction* RunLayers(Builder& b, const LayerLoop& scan, const StageLoop& sl,
                          const std::map<int64_t, int64_t>& at, const std::vector<Sharding>& inner,
                          const Sharding& tuple, const std::vector<Instruction*>& st,
-                         Instruction* m, Instruction* activation);
+                         Instruction* m, Instruction* activation,
+                         const std::map<int64_t, Instruction*>& extra = {});
+  // The backward of microbatch `m`; under zb-h1 its B only (the input's
+  // gradient and the stacks W reads), EmitWeight its W.
   void EmitBackward(Builder& b, const std::vector<Instruction*>& st, Instruction* m,
                     std::vector<Instruction*>& out);
-  // Stores what a tick computed when the table says it ran.
+  void EmitWeight(Builder& b, const std::vector<Instruction*>& st, Instruction* m,
+                  std::vector<Instruction*>& out);
+  // A value of `shape` that nothing may read (NaN under verify).
+  Instruction* Unread(Builder& b, const Shape& shape, const Sharding& s);
+  // Stores what a tick computed when the table says it ran (`ran_w`:
+  // zb-h1's W, else null).
   void Store(Builder& b, std::vector<Instruction*>& st, const std::vector<Instruction*>& computed,
              Instruction* mf, Instruction* mb, Instruction* ran_f, Instruction* ran_b,
-             Instruction* stage);
+             Instruction* ran_w, Instruction* stage);
+  // Position in ComputedShapes() of the first zb-h1 stack.
+  size_t FirstSaved() const { return kFirstOutput + F_.outputs.size() + B_.outputs.size(); }
 
   Module& module_;
   const StageShardings& sh_;
@@ -387,6 +408,13 @@ class OneFOneB {
   const LayerLoop& B_;
 
   int64_t stages_ = 0, micro_ = 0, per_stage_ = 0, bd_ = 0;
+  double fill_ = 0;  // what buffers start as (NaN under verify)
+  // zb-h1: the backward runs as B (bsl_, the split's input_gradient loop)
+  // and W (wsl_), over one tuple.
+  bool zero_bubble_ = false;
+  SplitBackwardLoop split_;
+  StageLoop wsl_;
+  std::vector<int64_t> saved_at_;  // tick element of each of split_.saved
   InterleavedTable table_;
   StageLoop fsl_, bsl_;
   LossGradient head_;
@@ -467,6 +495,7 @@ std::vector<Shape> OneFOneB::ComputedShapes() const {
   std::vector<Shape> shapes = {Shape(type, mb_h_), Shape(type, mb_g_), Shape(type, mb_g_)};
   for (int64_t e : F_.outputs) shapes.push_back(fsl_.carried.tuple_shapes(static_cast<int>(e)));
   for (int64_t e : B_.outputs) shapes.push_back(bsl_.carried.tuple_shapes(static_cast<int>(e)));
+  for (int64_t e : split_.saved) shapes.push_back(bsl_.carried.tuple_shapes(static_cast<int>(e)));
   return shapes;
 }
 
@@ -474,6 +503,7 @@ std::vector<Sharding> OneFOneB::ComputedShardings() const {
   std::vector<Sharding> shardings = {man_h_, man_g_, man_g_};
   for (int64_t e : F_.outputs) shardings.push_back(f_inner_[e]);
   for (int64_t e : B_.outputs) shardings.push_back(b_inner_[e]);
+  for (int64_t e : split_.saved) shardings.push_back(b_inner_[e]);
   return shardings;
 }
 
@@ -481,10 +511,12 @@ Instruction* OneFOneB::RunLayers(Builder& b, const LayerLoop& scan, const StageL
                                  const std::map<int64_t, int64_t>& at,
                                  const std::vector<Sharding>& inner, const Sharding& tuple,
                                  const std::vector<Instruction*>& st, Instruction* m,
-                                 Instruction* activation) {
+                                 Instruction* activation,
+                                 const std::map<int64_t, Instruction*>& extra) {
   std::vector<Instruction*> init(sl.carried.tuple_size(), nullptr);
   init[scan.counter] = b.ConstantS32(0);
   init[scan.activation] = activation;
+  for (const auto& [e, v] : extra) init[e] = v;
   for (const auto& [e, k] : at) {
     const Shape& shape = sl.carried.tuple_shapes(static_cast<int>(e));
     if (Contains(scan.outputs, e)) {  // per-layer results start from zeros
@@ -527,11 +559,40 @@ void OneFOneB::EmitForward(Builder& b, const std::vector<Instruction*>& st, Inst
   out[kG] = On(Inline(b, module_, *head_.comp, in), man_g_);
 }
 
+Instruction* OneFOneB::Unread(Builder& b, const Shape& shape, const Sharding& s) {
+  Instruction* scalar = On(b.Scalar(shape.element_type(), fill_), scalar_man_);
+  return On(b.Broadcast(scalar, shape.dimensions()), s);
+}
+
 void OneFOneB::EmitBackward(Builder& b, const std::vector<Instruction*>& st, Instruction* m,
                             std::vector<Instruction*>& out) {
   Instruction* g = Row(b, st[kBwdIn], Mod(b, m, table_.backward_slots), man_g_);
-  Instruction* layers = RunLayers(b, B_, bsl_, b_at_, b_inner_, bsl_sharding_, st, m, g);
+  // B writes every row of its stacks (one per layer).
+  std::map<int64_t, Instruction*> stacks;
+  for (int64_t e : split_.saved)
+    stacks[e] = Unread(b, bsl_.carried.tuple_shapes(static_cast<int>(e)), b_inner_[e]);
+  Instruction* layers = RunLayers(b, B_, bsl_, b_at_, b_inner_, bsl_sharding_, st, m, g, stacks);
   out[kDx] = On(b.Element(layers, B_.activation), man_g_);
+  if (zero_bubble_) {
+    for (size_t k = 0; k < split_.saved.size(); ++k)
+      out[FirstSaved() + k] = On(b.Element(layers, split_.saved[k]), b_inner_[split_.saved[k]]);
+    return;
+  }
+  const size_t first_b = kFirstOutput + F_.outputs.size();
+  for (size_t k = 0; k < B_.outputs.size(); ++k)
+    out[first_b + k] = On(b.Element(layers, B_.outputs[k]), b_inner_[B_.outputs[k]]);
+}
+
+void OneFOneB::EmitWeight(Builder& b, const std::vector<Instruction*>& st, Instruction* m,
+                          std::vector<Instruction*>& out) {
+  // W reads what B of microbatch m saved, never the gradient itself.
+  std::map<int64_t, Instruction*> stacks;
+  for (size_t k = 0; k < split_.saved.size(); ++k) {
+    const int64_t e = split_.saved[k];
+    stacks[e] = Row(b, st[saved_at_[k]], Mod(b, m, table_.weight_slots), b_inner_[e]);
+  }
+  Instruction* g = Unread(b, bsl_.carried.tuple_shapes(static_cast<int>(B_.activation)), man_g_);
+  Instruction* layers = RunLayers(b, B_, wsl_, b_at_, b_inner_, bsl_sharding_, st, m, g, stacks);
   const size_t first_b = kFirstOutput + F_.outputs.size();
   for (size_t k = 0; k < B_.outputs.size(); ++k)
     out[first_b + k] = On(b.Element(layers, B_.outputs[k]), b_inner_[B_.outputs[k]]);
@@ -539,7 +600,8 @@ void OneFOneB::EmitBackward(Builder& b, const std::vector<Instruction*>& st, Ins
 
 void OneFOneB::Store(Builder& b, std::vector<Instruction*>& st,
                      const std::vector<Instruction*>& computed, Instruction* mf, Instruction* mb,
-                     Instruction* ran_f, Instruction* ran_b, Instruction* stage) {
+                     Instruction* ran_f, Instruction* ran_b, Instruction* ran_w,
+                     Instruction* stage) {
   Instruction* last = b.Compare(stage, b.ConstantS32(stages_ - 1), ComparisonDirection::kEq);
   Instruction* first = b.Compare(stage, b.ConstantS32(0), ComparisonDirection::kEq);
   Instruction* ran_f_last = b.Binary(Opcode::kAnd, ran_f, last);
@@ -557,7 +619,13 @@ void OneFOneB::Store(Builder& b, std::vector<Instruction*>& st,
       add_up(k, v, ran_f);
   }
   for (size_t i = 0; i < B_.outputs.size(); ++i)
-    add_up(b_at_.at(B_.outputs[i]), computed[kFirstOutput + F_.outputs.size() + i], ran_b);
+    add_up(b_at_.at(B_.outputs[i]), computed[kFirstOutput + F_.outputs.size() + i],
+           zero_bubble_ ? ran_w : ran_b);
+  for (size_t i = 0; i < split_.saved.size(); ++i) {
+    const int64_t k = saved_at_[i];
+    st[k] = SetRow(b, st[k], Mod(b, mb, table_.weight_slots), computed[FirstSaved() + i], ran_b,
+                   b_inner_[split_.saved[i]], elements_[k].manual);
+  }
   // The last stage keeps microbatch mf's output and its loss gradient (the
   // input of its backward); stage 0 the input's gradient of microbatch mb.
   st[kOutsF] = SetRow(b, st[kOutsF], mf, computed[kY], ran_f_last, man_h_, man_h1_);
@@ -576,7 +644,7 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   micro_ = spec_.microbatches;
   bd_ = spec_.batch_dim;
   if (B_.layers != F_.layers)
-    return ErrorAt(bloop, "1f1b: the backward scan %" + bloop.name() + " runs " +
+    return ErrorAt(bloop, spec_.schedule + ": the backward scan %" + bloop.name() + " runs " +
                               Plural(B_.layers, "layer") + ", the forward scan %" + floop.name() +
                               " " + std::to_string(F_.layers));
   // Idle stages skip their work through a conditional only when the stage
@@ -588,7 +656,9 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   PipelineSchedule schedule = std::move(planned).value();
   schedule.loop = floop.name();
   schedule.backward_loop = bloop.name();
-  table_ = PlanOneFOneB(stages_, micro_, !skip);
+  zero_bubble_ = spec_.schedule == "zb-h1";
+  table_ = zero_bubble_ ? PlanZeroBubbleH1(stages_, micro_, !skip)
+                        : PlanOneFOneB(stages_, micro_, !skip);
   per_stage_ = F_.layers / stages_;
 
   Instruction* finit = floop.operand(0);
@@ -606,7 +676,8 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
                               std::to_string(bd_) + " of %" + h0->name() +
                               ", the activation of loop %" + floop.name() + ")");
   if (dh->shape().dimensions() != act.dimensions())
-    return ErrorAt(bloop, "1f1b: the backward scan %" + bloop.name() + " starts from %" +
+    return ErrorAt(bloop, spec_.schedule + ": the backward scan %" + bloop.name() +
+                              " starts from %" +
                               dh->name() + " (" + dh->shape().ToString(false) +
                               "), not shaped as the forward scan's activation (" +
                               act.ToString(false) + ")");
@@ -621,12 +692,13 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   for (Instruction* u : floop.users()) {
     const int64_t k = ElementOf(u, F_);
     if (k < 0)
-      return ErrorAt(*u, "1f1b: %" + u->name() + " reads the whole tuple of loop %" +
+      return ErrorAt(*u, spec_.schedule + ": %" + u->name() + " reads the whole tuple of loop %" +
                              floop.name() + "; it must read its elements one by one");
     if (!Contains(F_.outputs, k)) continue;
     for (Instruction* uu : u->users())
       if (uu != binit)
-        return ErrorAt(*uu, "1f1b keeps the per-layer results of a few microbatches only, but %" +
+        return ErrorAt(*uu, spec_.schedule +
+                                " keeps the per-layer results of a few microbatches only, but %" +
                                 uu->name() + " reads per-layer result " + std::to_string(k) +
                                 " of loop %" + floop.name() + " (only the backward scan %" +
                                 bloop.name() + " may)");
@@ -639,7 +711,8 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     if (e == B_.activation || residual_of.count(e)) continue;
     Instruction* v = Resolve(binit->operand(static_cast<int>(e)), F_);
     if (from_fwd.count(v))
-      return ErrorAt(*v, "1f1b: the backward scan %" + bloop.name() + " reads %" + v->name() +
+      return ErrorAt(*v, spec_.schedule + ": the backward scan %" + bloop.name() + " reads %" +
+                             v->name() +
                              ", computed from the forward scan's results: not pipelined yet");
   }
 
@@ -648,7 +721,8 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   for (const auto& [e, k] : residual_of) {
     const int64_t d = fsl_.output_batch_dims.at(k);
     if (d < 0)
-      return ErrorAt(bloop, "1f1b: the backward scan %" + bloop.name() + " reads per-layer result " +
+      return ErrorAt(bloop, spec_.schedule + ": the backward scan %" + bloop.name() +
+                                " reads per-layer result " +
                                 std::to_string(k) + " of loop %" + floop.name() +
                                 ", which sums over the batch: not pipelined yet");
     read_batch[e] = d;
@@ -657,16 +731,27 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     bool read = false;
     for (const auto& [e, kk] : residual_of) read |= kk == k;
     if (fsl_.output_batch_dims.at(k) >= 0 && !read)
-      return ErrorAt(floop, "1f1b: per-layer result " + std::to_string(k) + " of loop %" +
-                                floop.name() + " carries the batch but the backward scan does "
-                                "not read it; 1f1b keeps residuals for a few microbatches only");
+      return ErrorAt(floop, spec_.schedule + ": per-layer result " + std::to_string(k) +
+                                " of loop %" + floop.name() +
+                                " carries the batch but the backward scan does not read it; " +
+                                spec_.schedule + " keeps residuals for a few microbatches only");
   }
   MS_ASSIGN_OR_RETURN(bsl_, BuildStageLoop(module, B_, sh_, per_stage_, micro_, bd_, read_batch));
   for (int64_t e : B_.outputs)
     if (bsl_.output_batch_dims.at(e) >= 0)
-      return ErrorAt(bloop, "1f1b: per-layer result " + std::to_string(e) + " of the backward scan %" +
+      return ErrorAt(bloop, spec_.schedule + ": per-layer result " + std::to_string(e) +
+                                " of the backward scan %" +
                                 bloop.name() + " carries the batch: not pipelined yet");
-  MS_ASSIGN_OR_RETURN(head_, RebatchLossGradient(module, sh_, F_, B_, from_fwd, dh, bd_, micro_));
+  if (zero_bubble_) {
+    const StageLoop whole = bsl_;
+    MS_ASSIGN_OR_RETURN(split_, SplitBackward(module, B_, whole, per_stage_));
+    bsl_ = split_.input_gradient;
+    wsl_ = split_.weight_gradient;
+    module.RemoveComputation(whole.body);
+    module.RemoveComputation(whole.condition);
+  }
+  MS_ASSIGN_OR_RETURN(head_, RebatchLossGradient(module, sh_, F_, B_, from_fwd, dh, bd_, micro_,
+                                                  spec_.schedule));
 
   // Shardings of the activation and its gradient.
   const int64_t rank = act.rank();
@@ -688,6 +773,7 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   const PrimitiveType type = act.element_type();
   const double fill = run_.fill_nan && IsFloatingPoint(type)
                           ? std::numeric_limits<double>::quiet_NaN() : 0.0;
+  fill_ = fill;
 
   // Into the region: the fixed elements, then what the layers read.
   Builder eb(module, *entry, floop.loc());
@@ -793,13 +879,45 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
                                            : Enter(eb, v, Held::kWhole, -1, v->shape(), bloop));
     head_at_.push_back(at);
   }
+  // zb-h1: what B of a microbatch leaves for its W, K_w microbatches of it.
+  std::vector<Sharding> saved_rows;  // one microbatch's stack, inside the stage loops
+  for (size_t k = 0; k < split_.saved.size(); ++k) {
+    const Shape& stack = bsl_.carried.tuple_shapes(static_cast<int>(split_.saved[k]));
+    const Sharding* base = split_.activation_shaped[k] ? base_g : nullptr;
+    TickElement t;
+    t.held = Held::kSaved;
+    if (base != nullptr) t.base = *base;
+    std::vector<int64_t> dims = stack.dimensions();
+    dims.insert(dims.begin(), table_.weight_slots);
+    t.local = Shape(stack.element_type(), dims);
+    // (Manual's rank is the value's; the stack adds the layers, the buffer
+    // also its slots.)
+    const int64_t r = stack.rank() - 1;
+    MS_ASSIGN_OR_RETURN(t.manual, base != nullptr ? sh_.Manual(base, r, 2)
+                                                  : sh_.Manual(nullptr, r + 2, 0));
+    MS_ASSIGN_OR_RETURN(Sharding row, base != nullptr ? sh_.Manual(base, r, 1)
+                                                      : sh_.Manual(nullptr, r + 1, 0));
+    saved_rows.push_back(row);
+    saved_at_.push_back(static_cast<int64_t>(elements_.size()));
+    init_.push_back(On(eb.Broadcast(On(eb.Scalar(stack.element_type(), fill), scalar_man_), dims),
+                       t.manual));
+    elements_.push_back(t);
+  }
 
   // The stage loops' tuples.
   MS_ASSIGN_OR_RETURN(fsl_sharding_, StageTupleSharding(F_, fsl_, f_at_, man_h_));
   MS_ASSIGN_OR_RETURN(bsl_sharding_, StageTupleSharding(B_, bsl_, b_at_, man_g_));
+  if (zero_bubble_) {
+    std::vector<Sharding> inner = bsl_sharding_.tuple_elements();
+    for (size_t k = 0; k < split_.saved.size(); ++k) inner[split_.saved[k]] = saved_rows[k];
+    bsl_sharding_ = Sharding::Tuple(inner);
+  }
   f_inner_ = fsl_sharding_.tuple_elements();
   b_inner_ = bsl_sharding_.tuple_elements();
-  for (auto [sl, s] : {std::make_pair(&fsl_, &fsl_sharding_), std::make_pair(&bsl_, &bsl_sharding_)}) {
+  std::vector<std::pair<StageLoop*, Sharding*>> stage_loops = {{&fsl_, &fsl_sharding_},
+                                                                {&bsl_, &bsl_sharding_}};
+  if (zero_bubble_) stage_loops.emplace_back(&wsl_, &bsl_sharding_);
+  for (auto [sl, s] : stage_loops) {
     sl->body->parameter(0)->set_sharding(*s);
     sl->body->root()->set_sharding(*s);
     sl->condition->parameter(0)->set_sharding(*s);
@@ -816,16 +934,18 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   // The schedule table: the microbatch every (tick, stage) runs forward and
   // backward, -1 for none.
   const Shape table_shape(PrimitiveType::S32, {table_.ticks, stages_});
-  Literal forward_table(table_shape), backward_table(table_shape);
+  Literal forward_table(table_shape), backward_table(table_shape), weight_table(table_shape);
   for (int64_t t = 0; t < table_.ticks; ++t)
     for (int64_t s = 0; s < stages_; ++s) {
       forward_table.SetInt(t * stages_ + s, table_.forward[s][t]);
       backward_table.SetInt(t * stages_ + s, table_.backward[s][t]);
+      if (zero_bubble_) weight_table.SetInt(t * stages_ + s, table_.weight[s][t]);
     }
   MS_ASSIGN_OR_RETURN(Sharding table_man, sh_.Manual(nullptr, 2, 0));
   const int64_t channel = stage_region::NextChannelId(module);
 
-  auto body = std::make_unique<Computation>(module.UniqueInstructionName("pipeline_1f1b_tick"));
+  const std::string tick_name = zero_bubble_ ? "pipeline_zb_h1_tick" : "pipeline_1f1b_tick";
+  auto body = std::make_unique<Computation>(module.UniqueInstructionName(tick_name));
   std::vector<std::unique_ptr<Computation>> branches;
   {
     Builder b(module, *body, floop.loc());
@@ -839,6 +959,11 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     fwd_table->set_literal(forward_table);
     Instruction* bwd_table = On(b.Add(Opcode::kConstant, table_shape, {}, "schedule_backward"), table_man);
     bwd_table->set_literal(backward_table);
+    Instruction* wgt_table = nullptr;
+    if (zero_bubble_) {
+      wgt_table = On(b.Add(Opcode::kConstant, table_shape, {}, "schedule_weight"), table_man);
+      wgt_table->set_literal(weight_table);
+    }
     auto look = [&](Instruction* table, Instruction* s) {
       return b.Reshape(b.SliceBlock(table, {t, s}, {1, 1}), {});
     };
@@ -852,6 +977,9 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     Instruction* ran_b = runs(mb);
     Instruction* mf0 = b.Binary(Opcode::kMaximum, mf, zero);  // -1 reads row 0, then dropped
     Instruction* mb0 = b.Binary(Opcode::kMaximum, mb, zero);
+    Instruction* mw = zero_bubble_ ? look(wgt_table, stage) : nullptr;
+    Instruction* ran_w = zero_bubble_ ? runs(mw) : nullptr;
+    Instruction* mw0 = zero_bubble_ ? b.Binary(Opcode::kMaximum, mw, zero) : nullptr;
     const std::vector<Shape> computed_shapes = ComputedShapes();
     const std::vector<Sharding> computed_shardings = ComputedShardings();
     // What a stage did not compute this tick: never stored (NaN under verify).
@@ -862,22 +990,24 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
     };
     std::vector<Instruction*> computed(computed_shapes.size(), nullptr);
     if (skip) {
-      // One branch per action (0 idle, 1 forward, 2 backward, 3 forward on
-      // the last stage, which also computes the loss gradient); each reads
-      // the tick's state and returns only what it computed.
+      // One branch per action (0 idle, 1 forward, 2 backward (zb-h1: its
+      // B), 3 forward on the last stage, which also computes the loss
+      // gradient, 4 zb-h1's W); each reads the tick's state and returns
+      // only what it computed.
       std::vector<Instruction*> arg_elements = st;
       arg_elements.push_back(mf0);
       arg_elements.push_back(mb0);
+      if (zero_bubble_) arg_elements.push_back(mw0);
       std::vector<Sharding> arg_shardings = tick_shardings;
-      arg_shardings.push_back(scalar_man_);
-      arg_shardings.push_back(scalar_man_);
+      arg_shardings.resize(arg_elements.size(), scalar_man_);
       const Sharding arg_sharding = Sharding::Tuple(arg_shardings);
       Instruction* arg = On(b.Tuple(arg_elements), arg_sharding);
       const Shape result_shape = Shape::Tuple(computed_shapes);
       const Sharding result_sharding = Sharding::Tuple(computed_shardings);
-      const char* names[] = {"stage_idle", "stage_forward", "stage_backward", "stage_forward_last"};
+      const char* names[] = {"stage_idle", "stage_forward", "stage_backward", "stage_forward_last",
+                             "stage_weight"};
       std::vector<Computation*> called;
-      for (int kind = 0; kind < 4; ++kind) {
+      for (int kind = 0; kind < (zero_bubble_ ? 5 : 4); ++kind) {
         auto c = std::make_unique<Computation>(module.UniqueInstructionName(names[kind]));
         Builder cb(module, *c, floop.loc());
         Instruction* cp = On(cb.Parameter(0, arg->shape(), "stage_in"), arg_sharding);
@@ -889,6 +1019,8 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
         std::vector<Instruction*> out(computed_shapes.size(), nullptr);
         if (kind == 1 || kind == 3) EmitForward(cb, cst, cmf, kind == 3, out);
         if (kind == 2) EmitBackward(cb, cst, cmb, out);
+        if (kind == 4)
+          EmitWeight(cb, cst, On(cb.Element(cp, tick_shape.tuple_size() + 2), scalar_man_), out);
         for (size_t k = 0; k < out.size(); ++k)
           if (out[k] == nullptr) out[k] = nothing(cb, k);
         c->set_root(On(cb.Tuple(out), result_sharding));
@@ -901,22 +1033,29 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
       Instruction* last = b.Compare(stage, b.ConstantS32(stages_ - 1), ComparisonDirection::kEq);
       Instruction* forward_index =
           b.Add(Opcode::kSelect, mf->shape(), {last, b.ConstantS32(3), b.ConstantS32(1)}, "select");
+      Instruction* no_b =
+          zero_bubble_
+              ? b.Add(Opcode::kSelect, mf->shape(), {ran_w, b.ConstantS32(4), b.ConstantS32(0)},
+                      "select")
+              : b.ConstantS32(0);
       Instruction* other_index =
-          b.Add(Opcode::kSelect, mf->shape(), {ran_b, b.ConstantS32(2), b.ConstantS32(0)}, "select");
+          b.Add(Opcode::kSelect, mf->shape(), {ran_b, b.ConstantS32(2), no_b}, "select");
       Instruction* index =
           b.Add(Opcode::kSelect, mf->shape(), {ran_f, forward_index, other_index}, "select");
-      Instruction* ran = On(b.Add(Opcode::kConditional, result_shape, {index, arg, arg, arg, arg},
-                                  "conditional"),
+      std::vector<Instruction*> operands(called.size() + 1, arg);
+      operands[0] = index;
+      Instruction* ran = On(b.Add(Opcode::kConditional, result_shape, operands, "conditional"),
                             result_sharding);
       ran->set_called_computations(called);
       for (size_t k = 0; k < computed.size(); ++k)
         computed[k] = On(b.Element(ran, static_cast<int64_t>(k)), computed_shardings[k]);
     } else {
-      // Paired: both loops run on every stage at every tick.
+      // Paired: every layer loop runs on every stage at every tick.
       EmitForward(b, st, mf0, /*head=*/true, computed);
       EmitBackward(b, st, mb0, computed);
+      if (zero_bubble_) EmitWeight(b, st, mw0, computed);
     }
-    Store(b, st, computed, mf0, mb0, ran_f, ran_b, stage);
+    Store(b, st, computed, mf0, mb0, ran_f, ran_b, ran_w, stage);
     Instruction* send_f = computed[kY];
     Instruction* send_b = computed[kDx];
     // Hand the results on; a stage keeps what its neighbour sent when the
@@ -952,7 +1091,7 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
       if (!i->has_sharding() && i->shape().IsArray() && i->shape().rank() == 0)
         i->set_sharding(scalar_man_);
   }
-  auto cond = std::make_unique<Computation>(module.UniqueInstructionName("pipeline_1f1b_ticks"));
+  auto cond = std::make_unique<Computation>(module.UniqueInstructionName(tick_name + "s"));
   {
     Builder b(module, *cond, floop.loc());
     Instruction* p = On(b.Parameter(0, tick_shape, "tick"), tick_sharding);
@@ -1049,7 +1188,8 @@ StatusOr<PipelineSchedule> OneFOneB::Run() {
   const int64_t micro_bytes = act.ByteSize() / micro_ / tiles_h;
   int64_t bytes = micro_bytes * (table_.forward_slots + table_.backward_slots + 3 * micro_);
   for (size_t k = kFirstCarried; k < elements_.size(); ++k)
-    if (elements_[k].held == Held::kResidual || elements_[k].held == Held::kBatched)
+    if (elements_[k].held == Held::kResidual || elements_[k].held == Held::kBatched ||
+        elements_[k].held == Held::kSaved)
       bytes += elements_[k].local.ByteSize() / elements_[k].manual.NumTiles();
   schedule.peak_activation_bytes_per_stage = bytes;
   return schedule;

@@ -6,7 +6,9 @@
 // gradient of a microbatch right after its forward (the ops between the two
 // scans, rebatched to one microbatch), so that microbatch's backward can
 // start at once, and a stage keeps the residuals of at most S microbatches
-// instead of M.
+// instead of M. The zb-h1 schedule is the same loop with each backward run
+// as B (the input's gradient) and a later W (the weights' gradients), from
+// the backward body split in two (split_backward.h).
 #pragma once
 
 #include "import/pipeline_spec.h"
@@ -23,7 +25,8 @@ namespace meshsplit {
 const LayerLoop* BackwardScanOf(const LayerLoop& forward, const std::vector<LayerLoop>& loops);
 
 // Pipelines `forward` and `backward` (a reverse layer loop reading
-// `forward`'s per-layer results) as one 1F1B loop of ticks. Refusals are
+// `forward`'s per-layer results) as one loop of ticks, as `spec.schedule`
+// says (1f1b or zb-h1). Refusals are
 // located errors: the ops between the scans combine the whole batch (the
 // loss's gradient of one microbatch needs the others), the forward scan's
 // residuals are read elsewhere, ...

@@ -56,10 +56,11 @@ using stage_region::ErrorAt;
 StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages,
                                         int64_t layers, bool backward, bool paired) {
   const bool circular = spec.schedule == "circular";
-  const bool one_f_one_b = spec.schedule == "1f1b";
+  const bool zero_bubble = spec.schedule == "zb-h1";
+  const bool one_f_one_b = spec.schedule == "1f1b" || zero_bubble;
   if (spec.schedule != "gpipe" && !circular && !one_f_one_b)
     return Status::Error("pipeline: schedule '" + spec.schedule +
-                         "' is not implemented yet (gpipe, circular and 1f1b are; see "
+                         "' is not implemented (gpipe, circular, 1f1b and zb-h1 are; see "
                          "docs/pipeline.md)");
   const int64_t repeats = circular ? spec.repeats : 1;
   if (layers % (stages * repeats) != 0)
@@ -84,22 +85,28 @@ StatusOr<PipelineSchedule> PlanSchedule(const PipelineSpec& spec, int64_t stages
   s.backward = backward;
   s.live_microbatches = spec.microbatches;
   if (one_f_one_b) {
-    const InterleavedTable t = PlanOneFOneB(stages, spec.microbatches, paired);
+    const InterleavedTable t = zero_bubble ? PlanZeroBubbleH1(stages, spec.microbatches, paired)
+                                           : PlanOneFOneB(stages, spec.microbatches, paired);
     s.interleaved = true;
     s.paired = paired;
     s.ticks = t.ticks;
     s.live_microbatches = t.residual_slots;
-    // Paired: each tick has a forward and a backward slot per stage.
-    const int64_t slots_per_tick = paired ? 2 : 1;
+    // Paired: each tick has a forward and a backward slot per stage (and a
+    // W slot under zb-h1).
+    const int64_t slots_per_tick = paired ? (zero_bubble ? 3 : 2) : 1;
     int64_t busy = 0;
     s.table.assign(stages, std::vector<std::string>(s.ticks));
     for (int64_t st = 0; st < stages; ++st)
       for (int64_t k = 0; k < s.ticks; ++k) {
         std::string& cell = s.table[st][k];
-        if (t.forward[st][k] >= 0) cell = "F" + std::to_string(t.forward[st][k]);
-        if (t.backward[st][k] >= 0)
-          cell += (cell.empty() ? "B" : "+B") + std::to_string(t.backward[st][k]);
-        busy += (t.forward[st][k] >= 0) + (t.backward[st][k] >= 0);
+        const int64_t ran[] = {t.forward[st][k], t.backward[st][k],
+                               zero_bubble ? t.weight[st][k] : -1};
+        const char* action[] = {"F", "B", "W"};
+        for (int a = 0; a < 3; ++a) {
+          if (ran[a] < 0) continue;
+          cell += (cell.empty() ? "" : "+") + std::string(action[a]) + std::to_string(ran[a]);
+          ++busy;
+        }
       }
     s.bubble_fraction = 1.0 - static_cast<double>(busy) /
                                   static_cast<double>(slots_per_tick * stages * s.ticks);
@@ -815,7 +822,7 @@ StatusOr<PipelineReport> PipelineLayerLoops(Module& module, const Mesh& mesh,
     if (!planned.ok()) return ErrorAt(*l.loop, planned.status().message());
   }
   PipelineReport report;
-  if (spec.schedule == "1f1b") {
+  if (spec.schedule == "1f1b" || spec.schedule == "zb-h1") {
     // Each forward scan runs in one loop with the backward scan that reads
     // its residuals.
     std::set<const LayerLoop*> paired;
@@ -824,7 +831,7 @@ StatusOr<PipelineReport> PipelineLayerLoops(Module& module, const Mesh& mesh,
       if (l.reversed) continue;
       const LayerLoop* b = BackwardScanOf(l, loops);
       if (b == nullptr || paired.count(b))
-        return ErrorAt(*l.loop, "1f1b pipelines a training step: loop %" + l.loop->name() +
+        return ErrorAt(*l.loop, spec.schedule + " pipelines a training step: loop %" + l.loop->name() +
                                     " has no backward scan that reads its per-layer results "
                                     "(a forward pass pipelines with gpipe or circular)");
       paired.insert(b);
@@ -832,7 +839,7 @@ StatusOr<PipelineReport> PipelineLayerLoops(Module& module, const Mesh& mesh,
     }
     for (const LayerLoop& l : loops)
       if (l.reversed && !paired.count(&l))
-        return ErrorAt(*l.loop, "1f1b: the reverse scan %" + l.loop->name() +
+        return ErrorAt(*l.loop, spec.schedule + ": the reverse scan %" + l.loop->name() +
                                     " reads no forward scan's per-layer results");
     for (const auto& [f, b] : pairs) {
       MS_ASSIGN_OR_RETURN(PipelineSchedule s,

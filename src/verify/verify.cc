@@ -798,7 +798,8 @@ PipelineTicks MeasurePipelineTicks(const std::vector<std::vector<BranchRun>>& tr
     for (const BranchRun& r : traces[d]) {
       const std::string& name = r.branch->name();
       if (starts(name, "stage_idle") || starts(name, "stage_busy") ||
-          starts(name, "stage_forward") || starts(name, "stage_backward"))
+          starts(name, "stage_forward") || starts(name, "stage_backward") ||
+          starts(name, "stage_weight"))
         ticks[d].push_back(&r);
     }
   if (ticks.empty() || ticks[0].empty()) return out;

@@ -14,9 +14,10 @@
 # Then pipelined (docs/pipeline.md): both scans over 2 stages beside data=8
 # (examples/maxtext/pipeline_dp8_pp2.json, 16 devices) and over 4 stages
 # (data=8,stage=4, 32 devices), 2 microbatches, and the circular schedule
-# over 2 stages (2 chunks of 2 layers per device), and 1f1b over 4 stages
-# with 4 microbatches (both scans in one loop of ticks, the loss gradient of
-# each microbatch computed on the last stage), the stage buffers filled
+# over 2 stages (2 chunks of 2 layers per device), and 1f1b and zb-h1 over
+# 4 stages with 4 microbatches (both scans in one loop of ticks, the loss
+# gradient of each microbatch computed on the last stage; zb-h1 runs each
+# backward as B and a later W), the stage buffers filled
 # with NaN so that nothing computed in a bubble may reach a result.
 #
 # Usage: maxtext_verify.sh MESHSPLIT MODEL.hlo WORK_DIR
@@ -25,7 +26,7 @@ source "$(dirname "$0")/model_args.sh"
 status=0
 echo '{"mesh": {"data": 8, "stage": 4}, "existing_axes": ["data"], "rules": [],
        "pipeline": {"axis": "stage", "microbatches": 2}}' > "$work/pipeline_dp8_pp4.json"
-for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp2_circular dp8_pp4 dp8_pp4_1f1b; do
+for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp2_circular dp8_pp4 dp8_pp4_1f1b dp8_pp4_zb; do
   shard=()
   pipeline=()
   case $mesh in
@@ -38,6 +39,8 @@ for mesh in dp8 dp8_mp4 dp8_pp2 dp8_pp2_circular dp8_pp4 dp8_pp4_1f1b; do
              pipeline=(--mesh data=8,stage=4 --pipeline axis=stage,microbatches=2) ;;
     dp8_pp4_1f1b) shard=(--shard "$work/pipeline_dp8_pp4.json")
              pipeline=(--mesh data=8,stage=4 --pipeline axis=stage,microbatches=4,schedule=1f1b) ;;
+    dp8_pp4_zb) shard=(--shard "$work/pipeline_dp8_pp4.json")
+             pipeline=(--mesh data=8,stage=4 --pipeline axis=stage,microbatches=4,schedule=zb-h1) ;;
   esac
   "$meshsplit" shrink-shapes "$model" --propagate --divisor 128 "${shard[@]}" \
       > "$work/$mesh.hlo" 2> "$work/$mesh.shrink.log"
