@@ -8,6 +8,8 @@
 #include <iostream>
 #include <regex>
 #include <sstream>
+#include <string>
+#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
@@ -441,13 +443,22 @@ StatusOr<ShardSpecReport> ApplyShardSpec(Module& module, const ShardSpec& spec) 
           return Status::Error("rule '" + rule.match + "': unknown mesh axis '" + axis +
                                "' (mesh is " + spec.mesh.ToString() + ")");
   if (!spec.existing_axes.empty()) {
+    // Lifting walks every device of the new mesh, and a module repeats a
+    // few shardings over many instructions: each distinct one (as printed,
+    // metadata included) is lifted once.
+    std::unordered_map<std::string, Sharding> lifted_by_text;
     for (const auto& comp : module.computations())
       for (const auto& instr : comp->instructions()) {
         if (!instr->has_sharding()) continue;
-        auto lifted = LiftSharding(*instr->sharding(), spec.mesh, spec.existing_axes);
-        if (!lifted.ok())
-          return Status::Error("%" + instr->name() + ": " + lifted.status().message());
-        instr->set_sharding(std::move(*lifted));
+        const std::string text = instr->sharding()->ToString();
+        auto known = lifted_by_text.find(text);
+        if (known == lifted_by_text.end()) {
+          auto lifted = LiftSharding(*instr->sharding(), spec.mesh, spec.existing_axes);
+          if (!lifted.ok())
+            return Status::Error("%" + instr->name() + ": " + lifted.status().message());
+          known = lifted_by_text.emplace(text, std::move(*lifted)).first;
+        }
+        instr->set_sharding(known->second);
       }
   }
   ShardSpecReport report;

@@ -12,25 +12,35 @@ StageShardings::StageShardings(Mesh mesh, int64_t stage_axis)
   // Row-major positions over the mesh axes: the stage coordinate of the
   // device at flat position q is (q / inner) % stages.
   const TileAssignment& devices = mesh_.devices();
-  int64_t inner = 1;
-  for (int64_t a = stage_axis_ + 1; a < mesh_.num_axes(); ++a) inner *= mesh_.axes()[a].size;
+  inner_ = 1;
+  for (int64_t a = stage_axis_ + 1; a < mesh_.num_axes(); ++a) inner_ *= mesh_.axes()[a].size;
   stage_of_.assign(devices.num_devices(), 0);
-  for (int64_t q = 0; q < devices.num_devices(); ++q)
-    stage_of_[devices.DeviceAtFlat(q)] = (q / inner) % stages();
+  flat_of_.assign(devices.num_devices(), 0);
+  const std::vector<int64_t> ids = devices.Devices();
+  for (int64_t q = 0; q < devices.num_devices(); ++q) {
+    stage_of_[ids[q]] = (q / inner_) % stages();
+    flat_of_[ids[q]] = q;
+  }
 }
 
 int64_t StageShardings::StageOf(int64_t device) const { return stage_of_[device]; }
 
 std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by, bool ring) const {
+  auto cached = shifts_.find({by, ring});
+  if (cached != shifts_.end()) return cached->second;
+  // Row-major positions: moving `by` stages moves the flat position by
+  // by * inner_ (the other coordinates stay).
   std::vector<std::pair<int64_t, int64_t>> pairs;
   const TileAssignment& devices = mesh_.devices();
+  const int64_t S = stages();
   for (int64_t d = 0; d < devices.num_devices(); ++d) {
-    std::vector<int64_t> index = *devices.IndexOfDevice(d);
-    index[stage_axis_] += by;
-    if (ring) index[stage_axis_] = ((index[stage_axis_] % stages()) + stages()) % stages();
-    if (index[stage_axis_] < 0 || index[stage_axis_] >= stages()) continue;
-    pairs.emplace_back(d, devices.DeviceAt(index));
+    const int64_t q = flat_of_[d], stage = stage_of_[d];
+    int64_t to = stage + by;
+    if (ring) to = ((to % S) + S) % S;
+    if (to < 0 || to >= S) continue;
+    pairs.emplace_back(d, devices.DeviceAtFlat(q + (to - stage) * inner_));
   }
+  shifts_.emplace(std::make_pair(by, ring), pairs);
   return pairs;
 }
 
@@ -55,6 +65,38 @@ StatusOr<Sharding> StageShardings::Place(const Sharding* base, int64_t rank, int
   StatusOr<Sharding> placed = PlaceUncached(base, rank, leading, where);
   placed_.emplace(key, placed);
   return placed;
+}
+
+StatusOr<std::vector<int64_t>> StageShardings::ArrangeDevices(const Sharding* base, bool replicated,
+                                                        int64_t tiled, int64_t replicas,
+                                                        Where where) const {
+  const int64_t n = num_devices(), s = stages();
+  // Row-major over the new dims, the data dims keep their order, so a
+  // device's place is (stage-major for kStageTiled, stage-minor for kManual)
+  // its data tile's flat index, then its replica number among the devices
+  // that share both.
+  std::vector<int64_t> devices(n, -1);
+  const bool per_stage = where != Where::kFull;
+  std::vector<int64_t> seen(tiled * (per_stage ? s : 1), 0);
+  const int64_t base_replicas = n / tiled;  // trailing subgroup positions in `base`
+  for (int64_t p = 0; p < n; ++p) {
+    const int64_t dev = replicated ? p : base->tile_assignment().DeviceAtFlat(p);
+    const int64_t data = replicated ? 0 : p / base_replicas;
+    const int64_t stage = StageOf(dev);
+    const int64_t group = per_stage ? data * s + stage : data;
+    const int64_t replica = seen[group]++;
+    if (replica >= replicas)
+      return Status::Error("sharding " + base->ToString() +
+                           " does not replicate over the stage axis (it uses it already)");
+    int64_t flat = 0;
+    switch (where) {
+      case Where::kManual: flat = (data * s + stage) * replicas + replica; break;
+      case Where::kStageTiled: flat = (stage * tiled + data) * replicas + replica; break;
+      case Where::kFull: flat = data * replicas + replica; break;
+    }
+    devices[flat] = dev;
+  }
+  return devices;
 }
 
 StatusOr<Sharding> StageShardings::PlaceUncached(const Sharding* base, int64_t rank,
@@ -92,32 +134,19 @@ StatusOr<Sharding> StageShardings::PlaceUncached(const Sharding* base, int64_t r
   int64_t replicas = where == Where::kFull ? rest * s : rest;
   if (replicas > 1) dims.push_back(replicas);
 
-  // Row-major over the new dims, the data dims keep their order, so a
-  // device's place is (stage-major for kStageTiled, stage-minor for kManual)
-  // its data tile's flat index, then its replica number among the devices
-  // that share both.
-  std::vector<int64_t> devices(n, -1);
-  const bool per_stage = where != Where::kFull;
-  std::vector<int64_t> seen(tiled * (per_stage ? s : 1), 0);
-  const int64_t base_replicas = n / tiled;  // trailing subgroup positions in `base`
-  for (int64_t p = 0; p < n; ++p) {
-    const int64_t dev = replicated ? p : base->tile_assignment().DeviceAtFlat(p);
-    const int64_t data = replicated ? 0 : p / base_replicas;
-    const int64_t stage = StageOf(dev);
-    const int64_t group = per_stage ? data * s + stage : data;
-    const int64_t replica = seen[group]++;
-    if (replica >= replicas)
-      return Status::Error("sharding " + base->ToString() +
-                           " does not replicate over the stage axis (it uses it already)");
-    int64_t flat = 0;
-    switch (where) {
-      case Where::kManual: flat = (data * s + stage) * replicas + replica; break;
-      case Where::kStageTiled: flat = (stage * tiled + data) * replicas + replica; break;
-      case Where::kFull: flat = data * replicas + replica; break;
-    }
-    devices[flat] = dev;
+  // The devices in row-major order depend on the base, its rank and
+  // `where`, not on the leading dims: found once (a walk over every
+  // device), then read into each caller's dims.
+  const auto key = std::make_tuple(base != nullptr ? base->ToString() : std::string(), rank,
+                                   static_cast<int>(where));
+  auto known = arranged_.find(key);
+  if (known == arranged_.end()) {
+    StatusOr<std::vector<int64_t>> arranged =
+        ArrangeDevices(base, replicated, tiled, replicas, where);
+    known = arranged_.emplace(key, std::move(arranged)).first;
   }
-  TileAssignment assignment = TileAssignment::FromDevices(dims, devices);
+  if (!known->second.ok()) return known->second.status();
+  TileAssignment assignment = TileAssignment::FromDevices(dims, *known->second);
   if (where == Where::kManual) {
     std::vector<SubgroupType> types = {SubgroupType::kManual};
     if (replicas > 1) types.push_back(SubgroupType::kReplicated);

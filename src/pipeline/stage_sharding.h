@@ -49,13 +49,23 @@ class StageShardings {
   StatusOr<Sharding> Place(const Sharding* base, int64_t rank, int64_t leading, Where where) const;
   StatusOr<Sharding> PlaceUncached(const Sharding* base, int64_t rank, int64_t leading,
                                    Where where) const;
+  // PlaceUncached's devices in row-major order.
+  StatusOr<std::vector<int64_t>> ArrangeDevices(const Sharding* base, bool replicated, int64_t tiled,
+                                          int64_t replicas, Where where) const;
 
   Mesh mesh_;
   int64_t stage_axis_;
   std::vector<int64_t> stage_of_;  // by device id
+  std::vector<int64_t> flat_of_;   // by device id: its row-major position in the mesh
+  int64_t inner_ = 1;              // row-major stride of the stage axis
   // Place's results by (base, rank, leading, where): building one walks
   // every device, and the pass asks for the same few many times.
   mutable std::map<std::tuple<std::string, int64_t, int64_t, int>, StatusOr<Sharding>> placed_;
+  // ArrangeDevices' results by (base, rank, where), and ShiftPairs' by
+  // (by, ring): both walk every device.
+  mutable std::map<std::tuple<std::string, int64_t, int>, StatusOr<std::vector<int64_t>>>
+      arranged_;
+  mutable std::map<std::pair<int64_t, bool>, std::vector<std::pair<int64_t, int64_t>>> shifts_;
 };
 
 }  // namespace meshsplit

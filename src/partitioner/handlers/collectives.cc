@@ -3,8 +3,8 @@
 // partially manual region the partitioner still splits each manual subgroup
 // among its devices, so a hand-written collective may only connect devices
 // of one manual subgroup — anything else is rejected here.
-#include <map>
-#include <optional>
+#include <algorithm>
+#include <vector>
 
 #include "partitioner/context.h"
 
@@ -15,6 +15,25 @@ std::string GroupText(const std::vector<int64_t>& g) {
   std::string s = "{";
   for (size_t i = 0; i < g.size(); ++i) s += (i ? "," : "") + std::to_string(g[i]);
   return s + "}";
+}
+
+// Each device's position in `t` read row-major, by device id (-1: not in
+// it). One pass, where asking IndexOfDevice per pair of a collective-permute
+// costs an allocation each (a pipeline's stage shift has a pair per device).
+std::vector<int64_t> FlatIndexByDevice(const TileAssignment& t) {
+  const std::vector<int64_t> devices = t.Devices();
+  int64_t most = -1;
+  for (int64_t d : devices) most = std::max(most, d);
+  std::vector<int64_t> at(most + 1, -1);
+  for (size_t i = 0; i < devices.size(); ++i) at[devices[i]] = static_cast<int64_t>(i);
+  return at;
+}
+
+// The product of `dims` from `from` on: the row-major stride of dim from - 1.
+int64_t TrailingProduct(const std::vector<int64_t>& dims, size_t from) {
+  int64_t p = 1;
+  for (size_t d = from; d < dims.size(); ++d) p *= dims[d];
+  return p;
 }
 
 // Rejects a cross-partition collective whose device groups mix manual
@@ -28,29 +47,28 @@ Status CheckManualSubgroups(const Instruction& instr) {
   if (!a.channel_id.has_value() && !a.use_global_device_ids) return Status::Ok();
   const int64_t manual_dim = s.SubgroupDim(SubgroupType::kManual);
   if (manual_dim < 0) return Status::Ok();
-  // A manual subgroup: the devices that differ only in their manual index.
-  std::map<int64_t, int64_t> subgroup_of;
-  std::vector<std::vector<int64_t>> subgroups = s.GroupsAlongDims({manual_dim}).Expand();
-  for (size_t g = 0; g < subgroups.size(); ++g)
-    for (int64_t d : subgroups[g]) subgroup_of[d] = static_cast<int64_t>(g);
+  // A manual subgroup: the devices that differ only in their manual index,
+  // numbered by their other coordinates.
+  const std::vector<int64_t> flat = FlatIndexByDevice(s.tile_assignment());
+  const std::vector<int64_t>& dims = s.tile_assignment().dims();
+  const int64_t inner = TrailingProduct(dims, manual_dim + 1), outer = inner * dims[manual_dim];
+  auto subgroup_of = [&](int64_t d) -> int64_t {
+    if (d < 0 || d >= static_cast<int64_t>(flat.size()) || flat[d] < 0) return -1;
+    return flat[d] / outer * inner + flat[d] % inner;
+  };
 
-  std::vector<std::vector<int64_t>> groups;
-  if (instr.opcode() == Opcode::kCollectivePermute) {
-    for (const auto& [src, dst] : a.source_target_pairs) groups.push_back({src, dst});
-  } else if (a.replica_groups.has_value() && !a.replica_groups->empty()) {
-    groups = a.replica_groups->Expand();
-  }
   const std::string op(OpcodeName(instr.opcode()));
-  for (const std::vector<int64_t>& g : groups) {
-    if (g.empty()) continue;
+  auto check = [&](const std::vector<int64_t>& g) -> Status {
+    if (g.empty()) return Status::Ok();
+    const int64_t first = subgroup_of(g[0]);
     for (int64_t d : g) {
-      auto it = subgroup_of.find(d);
-      if (it == subgroup_of.end())
+      const int64_t subgroup = subgroup_of(d);
+      if (subgroup < 0)
         return Status::Error(op + " %" + instr.name() + ": device " + std::to_string(d) +
                                  " of group " + GroupText(g) + " is not in the sharding " +
                                  s.ToString(false),
                              instr.loc());
-      if (it->second != subgroup_of.at(g[0]))
+      if (subgroup != first)
         return Status::Error("Manual " + op + " across devices that belong to different " +
                                  "manual subgroups: %" + instr.name() + " groups " +
                                  GroupText(g) + " but its sharding " + s.ToString(false) +
@@ -58,6 +76,17 @@ Status CheckManualSubgroups(const Instruction& instr) {
                                  std::to_string(d) + " in different manual subgroups",
                              instr.loc());
     }
+    return Status::Ok();
+  };
+  if (instr.opcode() == Opcode::kCollectivePermute) {
+    std::vector<int64_t> pair(2);
+    for (const auto& [src, dst] : a.source_target_pairs) {
+      pair[0] = src;
+      pair[1] = dst;
+      MS_RETURN_IF_ERROR(check(pair));
+    }
+  } else if (a.replica_groups.has_value() && !a.replica_groups->empty()) {
+    for (const std::vector<int64_t>& g : a.replica_groups->Expand()) MS_RETURN_IF_ERROR(check(g));
   }
   return Status::Ok();
 }
@@ -108,13 +137,17 @@ namespace {
 bool PermutesWholeTiles(const Instruction& instr, const Sharding& s) {
   if (instr.opcode() != Opcode::kCollectivePermute || instr.operand_count() != 1) return false;
   if (!s.IsTiled() || !s.HasManualSubgroup() || instr.shape().IsTuple()) return false;
-  const int64_t data_rank = s.TiledDataRank();
-  const TileAssignment& t = s.tile_assignment();
+  // Devices hold the same data tile when their row-major positions agree
+  // on the data dims, i.e. divided by the subgroup dims' product.
+  const std::vector<int64_t> flat = FlatIndexByDevice(s.tile_assignment());
+  const int64_t per_tile = TrailingProduct(s.tile_assignment().dims(), s.TiledDataRank());
+  auto tile_of = [&](int64_t d) -> int64_t {
+    if (d < 0 || d >= static_cast<int64_t>(flat.size()) || flat[d] < 0) return -1;
+    return flat[d] / per_tile;
+  };
   for (const auto& [src, dst] : instr.attrs().source_target_pairs) {
-    std::optional<std::vector<int64_t>> a = t.IndexOfDevice(src), b = t.IndexOfDevice(dst);
-    if (!a || !b) return false;
-    for (int64_t d = 0; d < data_rank; ++d)
-      if ((*a)[d] != (*b)[d]) return false;
+    const int64_t a = tile_of(src), b = tile_of(dst);
+    if (a < 0 || b < 0 || a != b) return false;
   }
   return true;
 }
