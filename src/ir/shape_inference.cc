@@ -466,6 +466,14 @@ StatusOr<Shape> Inferrer::Scatter() {
   MS_RETURN_IF_ERROR(CheckDims("scatter_dims_to_operand_dims",
                                d.scatter_dims_to_operand_dims, operand.rank(),
                                false));
+  for (int64_t b : d.input_batching_dims)
+    if (std::find(d.inserted_window_dims.begin(), d.inserted_window_dims.end(), b) !=
+        d.inserted_window_dims.end())
+      return Err("dimension ", b, " is both inserted and a batching dimension");
+  MS_RETURN_IF_ERROR(shape_inference_internal::CheckBatchingDims(
+      "input_batching_dims", d.input_batching_dims, "scatter_indices_batching_dims",
+      d.scatter_indices_batching_dims, operand, indices, d.index_vector_dim,
+      "scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims));
   const int64_t window_rank = operand.rank() - d.inserted_window_dims.size() -
                               d.input_batching_dims.size();
   if (static_cast<int64_t>(d.update_window_dims.size()) != window_rank)

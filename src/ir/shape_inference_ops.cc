@@ -48,6 +48,34 @@ Status CheckDims(const char* what, const std::vector<int64_t>& dims,
                  int64_t rank, bool sorted) {
   return CheckDimList(what, dims, rank, sorted);
 }
+
+Status CheckBatchingDims(const char* operand_what, const std::vector<int64_t>& operand_dims,
+                         const char* indices_what, const std::vector<int64_t>& indices_dims,
+                         const Shape& operand, const Shape& indices, int64_t index_vector_dim,
+                         const char* map_what, const std::vector<int64_t>& index_map) {
+  if (operand_dims.size() != indices_dims.size())
+    return Err(operand_what, " has ", operand_dims.size(), " entries but ", indices_what,
+               " has ", indices_dims.size());
+  // Unchecked, a repeated or out-of-range indices batching dim made the
+  // interpreter and the partitioner read different index elements (a
+  // scatter mutant that verify reported as a MISMATCH).
+  MS_RETURN_IF_ERROR(CheckDimList(indices_what, indices_dims, indices.rank(), false));
+  for (size_t i = 0; i < indices_dims.size(); ++i) {
+    if (indices_dims[i] == index_vector_dim)
+      return Err(indices_what, " ", Dims(indices_dims), " contains index_vector_dim ",
+                 index_vector_dim);
+    const int64_t a = operand.dimensions(operand_dims[i]);
+    const int64_t b = indices.dimensions(indices_dims[i]);
+    if (a != b)
+      return Err("batching dimension ", operand_dims[i], " of the operand has size ", a,
+                 " but its indices dimension ", indices_dims[i], " has size ", b);
+  }
+  for (int64_t d : operand_dims)
+    if (Contains(index_map, d))
+      return Err("dimension ", d, " is both a batching dimension and in ", map_what, " ",
+                 Dims(index_map));
+  return Status::Ok();
+}
 }  // namespace shape_inference_internal
 
 StatusOr<std::vector<int64_t>> InferWindowOutputDims(
@@ -265,10 +293,10 @@ StatusOr<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
     if (slice_sizes[b] > 1)
       return Err("operand batching dimension ", b, " has slice size ",
                  slice_sizes[b], " (must be 0 or 1)");
-  if (d.operand_batching_dims.size() != d.start_indices_batching_dims.size())
-    return Err("operand_batching_dims has ", d.operand_batching_dims.size(),
-               " entries but start_indices_batching_dims has ",
-               d.start_indices_batching_dims.size());
+  MS_RETURN_IF_ERROR(shape_inference_internal::CheckBatchingDims(
+      "operand_batching_dims", d.operand_batching_dims, "start_indices_batching_dims",
+      d.start_indices_batching_dims, operand, indices, d.index_vector_dim, "start_index_map",
+      d.start_index_map));
   const int64_t window_rank = operand.rank() - d.collapsed_slice_dims.size() -
                               d.operand_batching_dims.size();
   if (static_cast<int64_t>(d.offset_dims.size()) != window_rank)
