@@ -25,6 +25,7 @@ struct RunFlags {
   bool partitioned = false;
   bool no_propagate = false;
   std::string backend = "threads";
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
   ShardFlags shard;
 };
 
@@ -78,6 +79,7 @@ int RunCommandMpi(const RunFlags& flags, Module& m) {
       RequestedPipeline(CompileOptionsFor(flags.shard));
   if (!pipeline.ok()) return ReportError(pipeline.status());
   request.pipeline = *pipeline;
+  request.max_while_iterations = flags.max_while_iterations;
   StatusOr<MpiRunOutcome> out = RunModuleOnMpi(m, std::move(inputs), request);
   if (!out.ok()) return ReportError(out.status());
   // Only now, with every rank agreed on success, does rank 0 write (each
@@ -120,10 +122,12 @@ int RunCommand(const RunFlags& flags) {
     inputs = std::move(in).value();
   }
   RunOptions options;
+  options.context.max_while_iterations = flags.max_while_iterations;
   SpmdRunRequest spmd_request{m.num_partitions(),
                               flags.partitioned, !flags.no_propagate, flags.backend,
                               CompileOptionsFor(flags.shard).partition};
   spmd_request.pipeline = *pipeline;
+  spmd_request.max_while_iterations = flags.max_while_iterations;
   StatusOr<Literal> result = spmd ? RunModuleOnDevices(m, std::move(inputs), spmd_request)
                                   : RunEntry(m, std::move(inputs), options);
   if (!result.ok()) return ReportError(result.status());
@@ -154,6 +158,11 @@ const bool kRegistered = RegisterCommand(
       app->add_flag("--no-propagate", flags->no_propagate,
                     "With --num-partitions: skip sharding propagation");
       app->add_option("--backend", flags->backend, "Collectives backend: threads, or mpi (under mpirun, one rank per partition)");
+      app->add_option("--max-while-iterations", flags->max_while_iterations,
+                      "Iterations one execution of a while loop may run before the run stops "
+                      "with an error naming the loop (default " +
+                          std::to_string(kDefaultMaxWhileIterations) + "; 0: no limit)")
+          ->check(CLI::NonNegativeNumber);
       AddShardFlags(app, &flags->shard);
       return [flags]() { return RunCommand(*flags); };
     });

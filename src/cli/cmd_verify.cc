@@ -36,6 +36,7 @@ struct VerifyFlags {
   std::string init = "uniform";
   std::string inputs;
   int64_t probe_limit_mib = 2048;
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
   ShardFlags shard;
 };
 
@@ -164,6 +165,7 @@ int RunVerify(const VerifyFlags& flags) {
   VerifyOptions options;
   options.init = fan_in ? InputInit::kFanIn : InputInit::kUniform;
   options.max_probe_bytes = flags.probe_limit_mib << 20;
+  options.max_while_iterations = flags.max_while_iterations;
   if (!flags.inputs.empty()) {
     if (m.entry() == nullptr)
       return ReportError(Status::Error(flags.file + ": module has no entry computation"));
@@ -288,6 +290,11 @@ const bool kRegistered = RegisterCommand(
       app->add_option("--probe-limit-mib", flags->probe_limit_mib,
                       "On a mismatch, look for the first diverging instruction only if holding "
                       "every probed value needs at most this many MiB (default 2048)");
+      app->add_option("--max-while-iterations", flags->max_while_iterations,
+                      "Iterations one execution of a while loop may run in either program "
+                      "before verify stops with an error naming the loop (default " +
+                          std::to_string(kDefaultMaxWhileIterations) + "; 0: no limit)")
+          ->check(CLI::NonNegativeNumber);
       AddShardFlags(app, &flags->shard);
       return [flags]() { return RunVerify(*flags); };
     });

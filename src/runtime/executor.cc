@@ -353,6 +353,7 @@ StatusOr<std::vector<Literal>> RunOnDevices(const Module& partitioned,
     ctx.collectives = &adapter;
     ctx.hooks = hooks.get();
     ctx.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+    ctx.max_while_iterations = options.max_while_iterations;
     if (options.branch_traces != nullptr) ctx.branch_trace = &(*options.branch_traces)[d];
     StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args[d]), ctx);
     if (!r.ok()) {

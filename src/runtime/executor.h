@@ -83,6 +83,8 @@ struct SpmdRunOptions {
   bool single_replica_collectives = false;
   // EvalContext::stub_opaque_custom_calls on every device.
   bool stub_opaque_custom_calls = false;
+  // EvalContext::max_while_iterations on every device.
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
   // Makes device d's hooks (custom-calls, infeed, outfeed) for RunOnDevices;
   // none when empty.
   std::function<std::unique_ptr<DeviceHooks>(int64_t device, Communicator& comm)> make_hooks;

@@ -66,12 +66,21 @@ StatusOr<Literal> EvalWhile(KernelArgs& k) {
   if (instr.called_computations().size() < 2)
     return InstrError(instr, "while needs a condition and a body");
   Literal state = TakeOrCopy(k, 0);
+  const int64_t limit = k.interp.ctx().max_while_iterations;
   for (int64_t iter = 0;; ++iter) {
     MS_ASSIGN_OR_RETURN(Literal pred, k.interp.Call(*instr.while_condition(), {&state}));
     if (!pred.shape().IsArray() || pred.element_type() != PrimitiveType::PRED ||
         pred.element_count() != 1)
       return InstrError(instr, "while condition must return pred[]");
     if (pred.data<uint8_t>()[0] == 0) break;
+    // Checked before the body runs, so a loop of exactly `limit` iterations
+    // still completes; a condition that never turns false (valid HLO) would
+    // otherwise hang the run.
+    if (limit > 0 && iter >= limit)
+      return InstrError(instr, "while loop %" + instr.name() + " did not end within " +
+                                   std::to_string(limit) +
+                                   " iterations (the interpreter's limit; "
+                                   "--max-while-iterations raises it, 0 removes it)");
     std::vector<Literal> args;
     args.push_back(std::move(state));
     MS_ASSIGN_OR_RETURN(state, k.interp.Run(*instr.while_body(), std::move(args)));

@@ -38,6 +38,13 @@ struct BranchRun {
   double cpu_seconds = 0;
 };
 
+// Iterations one execution of a while loop may run by default
+// (EvalContext::max_while_iterations). Far above the trip counts of real
+// programs (layer loops, pipeline ticks, scans), low enough that a loop
+// whose condition never turns false stops within seconds instead of
+// hanging the run.
+inline constexpr int64_t kDefaultMaxWhileIterations = 1'000'000;
+
 struct EvalContext {
   int64_t partition_id = 0;
   int64_t replica_id = 0;
@@ -55,6 +62,9 @@ struct EvalContext {
   // When set, every conditional run appends its BranchRun here (in the
   // order they finish: a nested one before the one holding it).
   std::vector<BranchRun>* branch_trace = nullptr;
+  // Iterations one execution of a while loop may run; one more is an error
+  // that names the loop and this limit. 0: no limit.
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
 };
 
 // Evaluates `computation` with `args` bound to its parameters (moved in, so

@@ -296,7 +296,8 @@ StatusOr<std::vector<Literal>> ScatterArguments(const Computation& entry,
 // `inputs` and scatters the shards) and gathers the per-device results to
 // rank 0 (empty elsewhere). A failure during the run aborts the job.
 std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
-                                              const std::vector<Literal>& inputs) {
+                                              const std::vector<Literal>& inputs,
+                                              int64_t max_while_iterations) {
   const int rank = WorldRank();
   const int size = WorldSize();
   StatusOr<std::vector<Literal>> scattered = ScatterArguments(*partitioned.entry(), inputs);
@@ -314,6 +315,7 @@ std::vector<Literal> RunOwnPartitionAndGather(const Module& partitioned,
   ctx.partition_id = rank;
   ctx.replica_id = 0;
   ctx.collectives = &adapter;
+  ctx.max_while_iterations = max_while_iterations;
   StatusOr<Literal> r = EvaluateModule(partitioned, std::move(args), ctx);
   openblas_set_num_threads(saved_threads);
   if (!r.ok()) AbortJob("device " + std::to_string(rank) + ": " + r.status().message());
@@ -423,7 +425,7 @@ StatusOr<MpiRunOutcome> RunModuleOnMpi(Module& module, StatusOr<std::vector<Lite
   MS_RETURN_IF_ERROR(Agree(prepared));
   MS_RETURN_IF_ERROR(AgreeOnProgram(
       Fingerprint(*partitioned, request.num_partitions, "run")));
-  std::vector<Literal> per_device = RunOwnPartitionAndGather(*partitioned, *inputs);
+  std::vector<Literal> per_device = RunOwnPartitionAndGather(*partitioned, *inputs, request.max_while_iterations);
   MpiRunOutcome out;
   out.is_root = WorldRank() == 0;
   Status assembled = Status::Ok();
@@ -476,10 +478,13 @@ MpiVerifyOutcome VerifyModuleOnMpi(Module& module, const VerifyOptions& options)
   Status same = AgreeOnProgram(Fingerprint(**partitioned, options.num_partitions,
                                            "verify seed " + std::to_string(options.seed)));
   if (!same.ok()) return fail("spmd", same);
-  std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs);
+  std::vector<Literal> per_device = RunOwnPartitionAndGather(**partitioned, inputs,
+                                                             options.max_while_iterations);
   // Rank 0 judges; the verdict is shared so every rank exits alike.
   if (out.is_root) {
-    StatusOr<Literal> ref = EvaluateModule(reference, inputs);
+    EvalContext ref_ctx;
+    ref_ctx.max_while_iterations = options.max_while_iterations;
+    StatusOr<Literal> ref = EvaluateModule(reference, inputs, ref_ctx);
     const Instruction* proot = (*partitioned)->entry()->root();
     if (!ref.ok()) {
       result.status = "reference";

@@ -47,20 +47,23 @@ StatusOr<Literal> RunModuleOnDevices(Module& module, std::vector<Literal> full_i
                          "' is not available in this build (only 'threads')");
   if (request.num_partitions < 1) return Status::Error("--num-partitions must be at least 1");
   if (module.entry() == nullptr) return Status::Error("module has no entry computation");
+  SpmdRunOptions run_options;
+  run_options.max_while_iterations = request.max_while_iterations;
   if (request.already_partitioned) {
     if (module.num_partitions() != request.num_partitions)
       return Status::Error("the module header says num_partitions=" +
                            std::to_string(module.num_partitions()) + " but " +
                            std::to_string(request.num_partitions) + " were requested");
     MS_RETURN_IF_ERROR(meshsplit::VerifyModule(static_cast<const Module&>(module)));
-    return RunSpmd(module, full_inputs, GlobalResultShape(module), request.num_partitions);
+    return RunSpmd(module, full_inputs, GlobalResultShape(module), request.num_partitions,
+                   run_options);
   }
   Shape result_shape = module.entry()->root()->shape();
   MS_ASSIGN_OR_RETURN(std::unique_ptr<Module> partitioned,
                       PropagateAndPartition(module, request.num_partitions, request.propagate,
                                             /*strict=*/false, /*failed_stage=*/nullptr,
                                             request.partition, request.pipeline));
-  return RunSpmd(*partitioned, full_inputs, result_shape, request.num_partitions);
+  return RunSpmd(*partitioned, full_inputs, result_shape, request.num_partitions, run_options);
 }
 
 }  // namespace meshsplit

@@ -12,6 +12,7 @@
 #include "ir/module.h"
 #include "compiler/compile.h"
 #include "partitioner/partitioner.h"
+#include "runtime/interpreter.h"
 #include "support/status.h"
 
 namespace meshsplit {
@@ -29,6 +30,8 @@ struct SpmdRunRequest {
   PartitionOptions partition;
   // Pipeline the layer loops first (docs/pipeline.md).
   std::optional<PipelineRequest> pipeline;
+  // EvalContext::max_while_iterations on every device (0: no limit).
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
 };
 
 // Global shapes of an already partitioned entry: parameters (in order) and

@@ -36,11 +36,15 @@ namespace {
 EvalContext OneDeviceContext(const VerifyOptions& options) {
   EvalContext ctx;
   ctx.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  ctx.max_while_iterations = options.max_while_iterations;
   return ctx;
 }
 
-SpmdRunOptions WithStubs(SpmdRunOptions run, const VerifyOptions& options) {
+// `run` with the interpreter settings of `options` (stubs, loop limit), so
+// that both programs run under the same rules.
+SpmdRunOptions WithVerifyRunOptions(SpmdRunOptions run, const VerifyOptions& options) {
   run.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  run.max_while_iterations = options.max_while_iterations;
   return run;
 }
 
@@ -324,7 +328,7 @@ void LocateDivergence(Module& original, Module& partitioned, const std::vector<L
   {
     ProbeRoot probe(partitioned, *pe, part_values);
     per_device = RunOnDevices(partitioned, std::move(args).value(), options.num_partitions,
-                              WithStubs(SpmdRunOptions{}, options));
+                              WithVerifyRunOptions(SpmdRunOptions{}, options));
   }
   if (!per_device.ok()) {
     result.divergence_detail = "partitioned probe run failed: " + per_device.status().message();
@@ -488,7 +492,7 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
   FeedState part_feeds(original, n, options.seed, /*reference=*/false);
   StatusOr<std::vector<Literal>> ref = RunOnDevices(
       original, std::move(inputs->reference), n,
-      WithStubs(ReferenceRunOptions(&ref_feeds, true), options));
+      WithVerifyRunOptions(ReferenceRunOptions(&ref_feeds, true), options));
   if (!ref.ok()) {
     result.status = "reference";
     result.message = "on " + std::to_string(n) + " devices: " + ref.status().ToString();
@@ -496,7 +500,7 @@ VerifyResult VerifyPerDevice(Module& original, Module& partitioned, const Verify
   }
   StatusOr<std::vector<Literal>> got = RunOnDevices(
       partitioned, std::move(inputs->partitioned), n,
-      WithStubs(ReferenceRunOptions(&part_feeds, false), options));
+      WithVerifyRunOptions(ReferenceRunOptions(&part_feeds, false), options));
   if (!got.ok()) {
     result.status = "spmd";
     result.message = got.status().ToString();
@@ -873,7 +877,7 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
   }
   SpmdRunOptions run_options;
   run_options.single_replica_collectives = true;
-  run_options.stub_opaque_custom_calls = options.stub_opaque_custom_calls;
+  run_options = WithVerifyRunOptions(std::move(run_options), options);
   std::vector<std::vector<BranchRun>> traces;
   run_options.branch_traces = &traces;
   StatusOr<std::vector<Literal>> per_device =

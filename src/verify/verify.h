@@ -99,6 +99,9 @@ struct VerifyOptions {
   // the same operand values wherever the partitioning is right, so the
   // stubs agree exactly when the surrounding program does.
   bool stub_opaque_custom_calls = false;
+  // Iterations one execution of a while loop may run in either program
+  // (EvalContext::max_while_iterations; 0: no limit).
+  int64_t max_while_iterations = kDefaultMaxWhileIterations;
   // How the entry arguments are generated, and the ones the caller gives
   // instead (entry parameter index -> value of the parameter's global
   // shape, e.g. read from .npy files). Given values are not supported for
