@@ -26,11 +26,14 @@ the mutants run, accepted, refused and each crash kind; every crashing mutant
 is written to --out with a .cmd file holding its command line.
 
 Deterministic: mutant k of module M under --seed S depends only on (S, M, k).
+With --max-seconds, mutants not started within T seconds of a command's
+start are not run: the table's `run` column is the count actually done, so a
+stopped run still reports mutants 0..run-1 (at --jobs 1) honestly.
 
 Usage:
   tools/mutate_modules.py [--meshsplit PATH] [--seed S] [--count N]
       [--commands partition,propagate,verify,report] [--timeout SEC]
-      [--jobs J] [--out DIR] [--max-bytes B] [INPUT ...]
+      [--jobs J] [--out DIR] [--max-bytes B] [--max-seconds T] [INPUT ...]
 INPUT is a .hlo file or a directory (searched recursively); the default is
 ../shared/conformance/xla (when present), examples/ and tests/golden/.
 """
@@ -44,6 +47,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -248,6 +252,9 @@ def main():
     ap.add_argument("--out", default="mutate-modules-out")
     ap.add_argument("--max-bytes", type=int, default=20000,
                     help="skip input modules larger than this (keeps each run short)")
+    ap.add_argument("--max-seconds", type=float, default=0,
+                    help="per command (baseline runs included): start no mutant after this many "
+                    "seconds (0: no limit)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     inputs = a.inputs
@@ -268,7 +275,7 @@ def main():
     table = {}
     tmp = tempfile.mkdtemp(prefix="mutate-")
     for command in commands:
-        counts = {k: 0 for k in ["run", "accepted", "refused", "mismatch"] + CRASHES}
+        counts = {k: 0 for k in ["run", "accepted", "refused", "mismatch", "not-run"] + CRASHES}
         baseline_bad = set()
         jobs = []
         # Mutant k picks its module and edits from (seed, command-free k), so
@@ -282,6 +289,9 @@ def main():
             kind, _, _ = run(a.meshsplit, command, src, a.timeout, texts[src])
             return kind
 
+        # The clock covers the baseline runs too: --max-seconds bounds the
+        # whole command.
+        started = time.monotonic()
         needed = sorted(set(src for _, src, _ in jobs))
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
             for src, kind in zip(needed, pool.map(baseline, needed)):
@@ -290,6 +300,8 @@ def main():
 
         def one(job):
             k, src, text = job
+            if a.max_seconds and time.monotonic() - started > a.max_seconds:
+                return k, src, None, "not-run", None, ""
             path = os.path.join(tmp, f"{command}.{k}.hlo")
             with open(path, "w") as f:
                 f.write(text)
@@ -299,6 +311,9 @@ def main():
         with concurrent.futures.ThreadPoolExecutor(a.jobs) as pool:
             todo = [j for j in jobs if j[1] not in baseline_bad]
             for k, src, path, kind, args, err in pool.map(one, todo):
+                if kind == "not-run":
+                    counts["not-run"] += 1
+                    continue
                 counts["run"] += 1
                 counts[kind] += 1
                 if kind in CRASHES or kind == "mismatch":
@@ -315,6 +330,7 @@ def main():
                 else:
                     os.unlink(path)
         counts["baseline"] = len(baseline_bad)
+        counts["seconds"] = time.monotonic() - started
         table[command] = counts
         if baseline_bad and a.verbose:
             for b in sorted(baseline_bad):
@@ -329,6 +345,10 @@ def main():
         crashes = sum(c[k] for k in CRASHES)
         total += crashes
         print(f"{command:10}" + "".join(f"{c[k]:>10}" for k in cols) + f"{crashes:>10}")
+    for command in commands:
+        c = table[command]
+        stopped = f", {c['not-run']} not run (--max-seconds)" if c["not-run"] else ""
+        print(f"{command}: {c['seconds']:.0f} s with the baseline runs{stopped}")
     if total or any(table[c]["mismatch"] for c in commands):
         print(f"crashing and mismatching mutants and their commands: {a.out}/")
     return 1 if total else 0
