@@ -54,14 +54,12 @@ exclude=(
   'TileAssignment\.LargeIotaQueriesAreSymbolic'
   'TileAssignment\.HugeIotaQueriesAreSymbolic'
   'ShardingQueries\.LargeIotaNoPerDeviceWork'
-  # 1536 device threads get 1 MiB stacks (DeviceThreadStackBytes), but under
-  # ASan ReduceInOrder's frame holds ~212 separate 16 KiB buffers (ASan does
-  # not share stack slots), ~3.4 MiB: a device overflows into its neighbour's
-  # stack (reported as stack-use-after-scope in clock_gettime, 1 run of 2).
-  # Not fixed yet: device stacks under ASan need to grow, or those buffers
-  # leave the stack.
-  'ThreadsBigMeshTest\.DeviceStacksShrinkAndAllDevicesRun'
 )
+# ThreadsBigMeshTest.DeviceStacksShrinkAndAllDevicesRun runs again: its
+# 1 MiB device stacks overflowed under ASan because ReduceInOrder's frame
+# held every inlined kernel's 16 KiB chunk buffer (1,533,944 bytes by
+# clang-15 -O1 ASan -fstack-usage); the buffer is now on the heap (504 bytes;
+# measured on the one object file, the test itself not yet run under ASan).
 
 # abort_on_error: a report ends the process with SIGABRT, which ctest, lit's
 # `not` and libFuzzer all count as a crash (ASan's default exit status 1

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <complex>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 
 #include "ir/float8.h"
@@ -63,13 +64,34 @@ struct PredTraits {
   static C Round(C v) { return v; }
 };
 
+// Bytes of the chunk buffer: L1-sized, for every compute type.
+constexpr int64_t kChunkBytes = 16384;
+
+// The calling thread's chunk buffer (kChunkBytes, 64-byte aligned), on the
+// heap and reused by every reduction the thread runs (none nests another).
+// It used to be a local array of each ReduceChunked instantiation; where
+// the compiler inlines them all into ReduceInOrder's switch without
+// sharing their stack slots (AddressSanitizer keeps every local apart to
+// catch use after scope), that frame was ~1.5 MiB (clang-15 -O1 ASan,
+// -fstack-usage), past the 1 MiB stacks of a big mesh's device threads
+// (ThreadsBigMeshTest overflowed into a neighbour's stack).
+void* ChunkBuffer() {
+  struct alignas(64) Line {
+    unsigned char bytes[64];
+  };
+  thread_local std::unique_ptr<Line[]> buffer;
+  if (buffer == nullptr) buffer = std::make_unique<Line[]>(kChunkBytes / sizeof(Line));
+  return buffer.get();
+}
+
 template <typename Tr, typename Op>
 void ReduceChunked(std::span<const void* const> inputs,
                    std::span<void* const> outputs, int64_t count, Op op) {
   using S = typename Tr::S;
   using C = typename Tr::C;
-  constexpr int64_t kChunk = std::max<int64_t>(256, 16384 / sizeof(C));
-  alignas(64) C tmp[kChunk];
+  constexpr int64_t kChunk = kChunkBytes / static_cast<int64_t>(sizeof(C));
+  static_assert(kChunk >= 256 && alignof(C) <= 64);
+  C* __restrict const tmp = static_cast<C*>(ChunkBuffer());
   const size_t n_in = inputs.size();
   for (int64_t base = 0; base < count; base += kChunk) {
     const int64_t n = std::min(kChunk, count - base);

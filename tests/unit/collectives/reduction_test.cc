@@ -4,12 +4,15 @@
 #include "collectives/reduction.h"
 
 #include <gtest/gtest.h>
+#include <pthread.h>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "support/float16.h"
@@ -176,6 +179,66 @@ TEST(ReductionTest, LongArraysAndAliasing) {
             << "i=" << i << " inputs=" << num_inputs << " alias=" << alias;
     }
   }
+}
+
+// The kernel's chunk buffer is not on the stack: as a 16 KiB local array per
+// instantiation it made ReduceInOrder's frame ~1.5 MiB under ASan (no shared
+// stack slots), past the 1 MiB stacks of a big mesh's device threads
+// (ThreadsBigMeshTest). Here every element-size class runs on a thread whose
+// whole stack (TLS and thread control block included) is 20 KiB, less than
+// the old buffer plus the frames of the release build.
+struct SmallStackCase {
+  bool ok = false;
+  std::string failure;
+};
+
+void* ReduceOnSmallStack(void* arg) {
+  auto* result = static_cast<SmallStackCase*>(arg);
+  const int64_t n = 20000;  // crosses a chunk for every element size
+  std::vector<uint8_t> p0(n), p1(n), pred(n);
+  std::vector<int32_t> s0(n), s1(n), s32(n);
+  std::vector<double> f0(n), f1(n), f64(n);
+  std::vector<std::complex<double>> c0(n), c1(n), c128(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p0[i] = i % 2;
+    p1[i] = i % 3 == 0;
+    s0[i] = static_cast<int32_t>(i);
+    s1[i] = static_cast<int32_t>(3 * i);
+    f0[i] = 0.5 * static_cast<double>(i);
+    f1[i] = static_cast<double>(n - i);
+    c0[i] = {static_cast<double>(i), 1.0};
+    c1[i] = {1.0, static_cast<double>(i)};
+  }
+  const void* p[] = {p0.data(), p1.data()};
+  const void* s[] = {s0.data(), s1.data()};
+  const void* f[] = {f0.data(), f1.data()};
+  const void* c[] = {c0.data(), c1.data()};
+  ReduceInOrder(ReductionKind::kOr, PrimitiveType::PRED, p, pred.data(), n);
+  ReduceInOrder(ReductionKind::kAdd, PrimitiveType::S32, s, s32.data(), n);
+  ReduceInOrder(ReductionKind::kMax, PrimitiveType::F64, f, f64.data(), n);
+  ReduceInOrder(ReductionKind::kAdd, PrimitiveType::C128, c, c128.data(), n);
+  for (int64_t i = 0; i < n; ++i) {
+    const std::complex<double> sum(static_cast<double>(i) + 1, static_cast<double>(i) + 1);
+    if (pred[i] != (i % 2 || i % 3 == 0) || s32[i] != 4 * i ||
+        f64[i] != std::max(f0[i], f1[i]) || c128[i] != sum) {
+      result->failure = "wrong value at element " + std::to_string(i);
+      return nullptr;
+    }
+  }
+  result->ok = true;
+  return nullptr;
+}
+
+TEST(ReductionTest, RunsOnASmallThreadStack) {
+  pthread_attr_t attr;
+  ASSERT_EQ(pthread_attr_init(&attr), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&attr, 20 << 10), 0);
+  SmallStackCase result;
+  pthread_t thread;
+  ASSERT_EQ(pthread_create(&thread, &attr, ReduceOnSmallStack, &result), 0);
+  pthread_attr_destroy(&attr);
+  ASSERT_EQ(pthread_join(thread, nullptr), 0);
+  EXPECT_TRUE(result.ok) << result.failure;
 }
 
 TEST(ReductionTest, CheckReductionRejectsBadKinds) {
