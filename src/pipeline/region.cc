@@ -126,6 +126,19 @@ void Reachable(Computation* root, std::set<Computation*>& out) {
     for (Computation* c : i->called_computations()) Reachable(c, out);
 }
 
+std::set<const Instruction*> Ancestors(const std::vector<const Instruction*>& from,
+                                       const std::set<const Instruction*>& stop) {
+  std::set<const Instruction*> seen;
+  std::vector<const Instruction*> todo = from;
+  while (!todo.empty()) {
+    const Instruction* i = todo.back();
+    todo.pop_back();
+    if (!seen.insert(i).second || stop.count(i)) continue;
+    for (const Instruction* o : i->operands()) todo.push_back(o);
+  }
+  return seen;
+}
+
 void InlineCalls(Module& module, Computation& comp) {
   for (;;) {
     Instruction* call = nullptr;

@@ -83,6 +83,11 @@ Instruction* FromOneStage(Builder& eb, Instruction* outs, int64_t stage, int64_t
 // Every computation `root` calls, directly or not, and `root`.
 void Reachable(Computation* root, std::set<Computation*>& out);
 
+// `from` and every instruction they read, directly or not; the values in
+// `stop` are included but what they read is not (unless reached otherwise).
+std::set<const Instruction*> Ancestors(const std::vector<const Instruction*>& from,
+                                       const std::set<const Instruction*>& stop = {});
+
 // Replaces every `call` in `comp` by a copy of its callee's instructions, so
 // that rebatching sees one body (a callee shared by several call sites
 // cannot take one microbatch shape for all of them).

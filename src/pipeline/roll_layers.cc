@@ -17,6 +17,7 @@
 #include <set>
 
 #include "pipeline/builder.h"
+#include "pipeline/region.h"
 #include "text/printer.h"
 
 namespace meshsplit {
@@ -663,18 +664,6 @@ std::vector<LayerRun::PerLayer> LayerRoller::Rewrite(RollLayersReport& report) {
 
 // ---- The runs of a module -------------------------------------------------
 
-std::set<const Instruction*> Ancestors(const Instruction* of) {
-  std::set<const Instruction*> seen;
-  std::vector<const Instruction*> todo = {of};
-  while (!todo.empty()) {
-    const Instruction* i = todo.back();
-    todo.pop_back();
-    if (!seen.insert(i).second) continue;
-    for (const Instruction* o : i->operands()) todo.push_back(o);
-  }
-  return seen;
-}
-
 // The loss of a training step: the first scalar the root returns; nullptr
 // when it returns none.
 const Instruction* Loss(const Computation& entry) {
@@ -690,7 +679,7 @@ const Instruction* Loss(const Computation& entry) {
 std::set<const Instruction*> ForwardScope(const Computation& entry) {
   std::set<const Instruction*> scope;
   if (const Instruction* loss = Loss(entry)) {
-    scope = Ancestors(loss);
+    scope = stage_region::Ancestors({loss});
   } else {
     for (const auto& i : entry.instructions()) scope.insert(i.get());
   }
@@ -704,7 +693,7 @@ std::set<const Instruction*> ForwardScope(const Computation& entry) {
 std::set<const Instruction*> BackwardScope(const Computation& entry,
                                            const std::vector<LayerRun::PerLayer>& weights) {
   std::set<const Instruction*> forward;
-  if (const Instruction* loss = Loss(entry)) forward = Ancestors(loss);
+  if (const Instruction* loss = Loss(entry)) forward = stage_region::Ancestors({loss});
   std::set<const Instruction*> weight_set;
   for (const LayerRun::PerLayer& p : weights) weight_set.insert(p.of_layer.begin(), p.of_layer.end());
   std::set<const Instruction*> update;

@@ -31,16 +31,9 @@ bool Contains(const std::vector<int64_t>& v, int64_t x) {
 // Everything the root operands `elements` read, transitively.
 std::set<const Instruction*> Feeding(const Instruction& root,
                                      const std::vector<int64_t>& elements) {
-  std::set<const Instruction*> seen;
-  std::vector<const Instruction*> work;
-  for (int64_t e : elements) work.push_back(root.operand(static_cast<int>(e)));
-  while (!work.empty()) {
-    const Instruction* i = work.back();
-    work.pop_back();
-    if (!seen.insert(i).second) continue;
-    for (const Instruction* o : i->operands()) work.push_back(o);
-  }
-  return seen;
+  std::vector<const Instruction*> from;
+  for (int64_t e : elements) from.push_back(root.operand(static_cast<int>(e)));
+  return stage_region::Ancestors(from);
 }
 
 // A loop body over `carried`: a copy of `body`'s instructions that `keep`
@@ -188,18 +181,11 @@ StatusOr<SplitBackwardLoop> SplitBackward(Module& module, const LayerLoop& scan,
 
   // W: what the per-layer results need, the saved values read back from
   // their stacks; the counter counts, everything else passes through.
-  std::set<const Instruction*> keep_w;
-  {
-    std::vector<const Instruction*> work;
-    for (int64_t e : w_results) work.push_back(root.operand(static_cast<int>(e)));
-    work.push_back(root.operand(static_cast<int>(scan.counter)));
-    while (!work.empty()) {
-      const Instruction* i = work.back();
-      work.pop_back();
-      if (!keep_w.insert(i).second || stack_of.count(i)) continue;
-      for (const Instruction* o : i->operands()) work.push_back(o);
-    }
-  }
+  std::vector<const Instruction*> w_roots;
+  for (int64_t e : w_results) w_roots.push_back(root.operand(static_cast<int>(e)));
+  w_roots.push_back(root.operand(static_cast<int>(scan.counter)));
+  std::set<const Instruction*> saved_set(saved.begin(), saved.end());
+  const std::set<const Instruction*> keep_w = stage_region::Ancestors(w_roots, saved_set);
   for (const Instruction* i : keep_w)
     if (from_grad.count(i) && !stack_of.count(i) && reads_gradient(i))
       return ErrorAt(loop, "zb-h1: the weight gradients of loop %" + loop.name() +

@@ -14,16 +14,14 @@ StageShardings::StageShardings(Mesh mesh, int64_t stage_axis)
   const TileAssignment& devices = mesh_.devices();
   inner_ = 1;
   for (int64_t a = stage_axis_ + 1; a < mesh_.num_axes(); ++a) inner_ *= mesh_.axes()[a].size;
-  stage_of_.assign(devices.num_devices(), 0);
   flat_of_.assign(devices.num_devices(), 0);
   const std::vector<int64_t> ids = devices.Devices();
-  for (int64_t q = 0; q < devices.num_devices(); ++q) {
-    stage_of_[ids[q]] = (q / inner_) % stages();
-    flat_of_[ids[q]] = q;
-  }
+  for (int64_t q = 0; q < devices.num_devices(); ++q) flat_of_[ids[q]] = q;
 }
 
-int64_t StageShardings::StageOf(int64_t device) const { return stage_of_[device]; }
+int64_t StageShardings::StageOf(int64_t device) const {
+  return (flat_of_[device] / inner_) % stages();
+}
 
 std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by, bool ring) const {
   auto cached = shifts_.find({by, ring});
@@ -34,7 +32,7 @@ std::vector<std::pair<int64_t, int64_t>> StageShardings::ShiftPairs(int64_t by, 
   const TileAssignment& devices = mesh_.devices();
   const int64_t S = stages();
   for (int64_t d = 0; d < devices.num_devices(); ++d) {
-    const int64_t q = flat_of_[d], stage = stage_of_[d];
+    const int64_t q = flat_of_[d], stage = StageOf(d);
     int64_t to = stage + by;
     if (ring) to = ((to % S) + S) % S;
     if (to < 0 || to >= S) continue;

@@ -55,7 +55,6 @@ class StageShardings {
 
   Mesh mesh_;
   int64_t stage_axis_;
-  std::vector<int64_t> stage_of_;  // by device id
   std::vector<int64_t> flat_of_;   // by device id: its row-major position in the mesh
   int64_t inner_ = 1;              // row-major stride of the stage axis
   // Place's results by (base, rank, leading, where): building one walks
