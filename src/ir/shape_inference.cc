@@ -1078,6 +1078,13 @@ StatusOr<Shape> Inferrer::Run() {
     case Opcode::kCall:
       return Call();
     case Opcode::kCustomCall:
+      // The sharding markers annotate one value; propagation and the
+      // partitioner read their operand 0.
+      if ((a_.custom_call_target == "Sharding" ||
+           a_.custom_call_target == "SPMDFullToShardShape" ||
+           a_.custom_call_target == "SPMDShardToFullShape") &&
+          n() != 1)
+        return Err(a_.custom_call_target, " custom-call takes 1 operand, not ", n());
       if (a_.custom_call_target == "Sharding" && n() == 1 &&
           !op(0).Compatible(declared_))
         return Err("Sharding custom-call must keep its operand shape ", Str(op(0)));

@@ -321,7 +321,22 @@ StatusOr<Shape> InferGatherShape(const Shape& operand, const Shape& indices,
     if (Contains(d.offset_dims, i)) dims.push_back(window_sizes[wi++]);
     else dims.push_back(batch_sizes[bi++]);
   }
-  return Shape(operand.element_type(), std::move(dims));
+  Shape result(operand.element_type(), std::move(dims));
+  // XLA allows a slice size of 0 on a collapsed or batching dimension, but
+  // then a result with elements reads them from an empty slice (undefined:
+  // the clamped start may even be past the operand's end), so such a gather
+  // is refused here rather than given some value.
+  if (result.ElementCount() > 0) {
+    for (int64_t c : d.collapsed_slice_dims)
+      if (slice_sizes[c] == 0)
+        return Err("collapsed slice dimension ", c,
+                   " has slice size 0, so the result's elements come from an empty slice");
+    for (int64_t b : d.operand_batching_dims)
+      if (slice_sizes[b] == 0)
+        return Err("operand batching dimension ", b,
+                   " has slice size 0, so the result's elements come from an empty slice");
+  }
+  return result;
 }
 
 StatusOr<Shape> InferPadShape(const Shape& operand, const PaddingConfig& pad) {

@@ -20,7 +20,8 @@ bool Propagator::CanPropagateThrough(const Instruction* i, int aggressiveness) {
 bool Propagator::IsPassthroughCustomCall(const Instruction* i) const {
   if (i->opcode() != Opcode::kCustomCall) return false;
   const std::string& t = i->attrs().custom_call_target;
-  if (t == "Sharding" || t == "X64Combine" || t == "LayoutConstraint") return true;
+  if (t == "Sharding" || t == "X64Combine" || t == "LayoutConstraint")
+    return i->operand_count() >= 1;  // passing through reads operand 0
   if (i->operand_count() != 1 || !i->shape().IsArray() ||
       !i->operand(0)->shape().IsArray() ||
       i->operand(0)->shape().rank() != i->shape().rank())
