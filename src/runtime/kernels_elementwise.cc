@@ -20,28 +20,59 @@ namespace {
 template <typename T>
 using Unsigned = std::make_unsigned_t<T>;
 
-// The typed loops. An output larger than the cache is streamed (see
-// runtime/streaming.h); `o` may alias an operand either way.
+// The typed loops, compiled twice: for the baseline instruction set and for
+// AVX2, where GCC vectorises them 8 floats (4 doubles) wide instead of 4 (2);
+// a fused f32 chain on one core ran at 0.59x of memcpy with the baseline
+// loops. Only the vector width changes: "avx2" implies neither FMA nor any
+// reassociation, so every lane computes exactly what the scalar code does
+// and results do not depend on the machine. The lambdas are inlined into
+// either copy (their instruction set is a subset of both).
+bool HaveAvx2Loops() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
+
 template <typename T, typename F>
-void Map1(const T* a, T* o, int64_t n, F f) {
-  if (n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
-    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) {
-      for (int64_t i = s; i < e; ++i) out[i - s] = f(a[i]);
-    });
-    return;
-  }
+__attribute__((target("avx2"))) void Loop1Avx2(const T* a, T* o, int64_t n, F f) {
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
 }
 
 template <typename T, typename F>
-void Map2(const T* a, const T* b, T* o, int64_t n, F f) {
-  if (n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
-    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) {
-      for (int64_t i = s; i < e; ++i) out[i - s] = f(a[i], b[i]);
-    });
+__attribute__((target("avx2"))) void Loop2Avx2(const T* a, const T* b, T* o, int64_t n, F f) {
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+}
+
+template <typename T, typename F>
+void Loop1(const T* a, T* o, int64_t n, F f) {
+  if (HaveAvx2Loops()) return Loop1Avx2(a, o, n, f);
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
+}
+
+template <typename T, typename F>
+void Loop2(const T* a, const T* b, T* o, int64_t n, F f) {
+  if (HaveAvx2Loops()) return Loop2Avx2(a, b, o, n, f);
+  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+}
+
+// An output larger than the cache is streamed (see runtime/streaming.h),
+// unless it is an operand's buffer (its lines were just read, so ordinary
+// stores cost no extra read).
+template <typename T, typename F>
+void Map1(const T* a, T* o, int64_t n, F f) {
+  if (o != a && n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
+    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) { Loop1(a + s, out, e - s, f); });
     return;
   }
-  for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
+  Loop1(a, o, n, f);
+}
+
+template <typename T, typename F>
+void Map2(const T* a, const T* b, T* o, int64_t n, F f) {
+  if (o != a && o != b && n * static_cast<int64_t>(sizeof(T)) >= StreamingBytes()) {
+    StreamChunks(o, n, [&](int64_t s, int64_t e, T* out) { Loop2(a + s, b + s, out, e - s, f); });
+    return;
+  }
+  Loop2(a, b, o, n, f);
 }
 
 template <typename T>

@@ -345,9 +345,10 @@ LoopFusionPlan PlanLoopFusions(const std::vector<const Instruction*>& order,
         if (IsLeafOp(p, dims)) folded.insert(p);
       }
     }
-    // An op on its own gains nothing; an op with a broadcast saves
-    // materialising the broadcast.
-    if (members.size() + folded.size() < 2) continue;
+    // An op with a broadcast saves materialising the broadcast; an op on its
+    // own gains only when it is large enough to split over threads.
+    if (members.size() + folded.size() < 2 && r->shape().ElementCount() < kParallelElements)
+      continue;
     std::vector<const Instruction*> nodes(members.begin(), members.end());
     std::sort(nodes.begin(), nodes.end(),
               [&](const Instruction* a, const Instruction* b) { return pos[a] < pos[b]; });
@@ -403,7 +404,9 @@ StatusOr<Literal> RunLoopFusion(const LoopFusion& loop, KernelArgs& k) {
   if (n == 0) return out;
   uint8_t* o = out.raw();
   const int64_t ow = ByteWidth(shape.element_type());
-  const bool stream = n * ow >= StreamingBytes();
+  // An output in an input's buffer is written the ordinary way: its lines
+  // were just read, so a store costs no extra read.
+  const bool stream = !took && n * ow >= StreamingBytes();
 
   // Chunks [c0, c1) on the calling thread, with that thread's scratch: the
   // node slots, one span per non-direct leaf, and the root's chunk when it

@@ -11,9 +11,9 @@
 namespace meshsplit::interp {
 
 // Output size from which kernels stream: half the last-level cache (L3,
-// else L2, as sysconf reports it; 16 MiB when it reports neither), so an
-// output that the next kernel could still find in cache is written the
-// ordinary way.
+// else L2, as sysconf reports it; 16 MiB when it reports neither), at most
+// 32 MiB (a virtual machine reports its host's whole L3), so an output that
+// the next kernel could still find in cache is written the ordinary way.
 int64_t StreamingBytes();
 
 // Copies `bytes` from `src` to `dst` (not overlapping) with non-temporal

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "runtime/kernels.h"
+#include "runtime/parallel.h"
 #include "runtime/streaming.h"
 #include "runtime_test_util.h"
 
@@ -340,6 +341,21 @@ TEST(StridedCopy, StreamedOutputsMatchNaive) {
   interp::StridedCopy(src.data(), {cols, 1}, 3, got.data(), {cols - 8, 1}, 0, {rows, cols - 8}, 4);
   NaiveStridedCopy(src.data(), {cols, 1}, 3, want.data(), {cols - 8, 1}, 0, {rows, cols - 8}, 4);
   EXPECT_EQ(got, want);
+}
+
+// Transposing copies of at least 4 MiB split their (outer index, band)
+// units over the intra-op threads: the same bytes on 1, 2 and 3 threads, for
+// unit counts that do not divide evenly, below and above StreamingBytes().
+TEST(StridedCopy, TransposesSplitOverThreadsMatchNaive) {
+  const int saved = interp::IntraOpThreads();
+  const int64_t streamed = interp::StreamingBytes() / (4 * 3 * 300) + 7;
+  for (int threads : {1, 2, 3}) {
+    interp::SetIntraOpThreads(threads);
+    EXPECT_TRUE(TransposeMatches({3, 1111, 500}, {0, 2, 1}, 4)) << threads << " threads";
+    EXPECT_TRUE(TransposeMatches({5, 77, 3001}, {0, 2, 1}, 8)) << threads << " threads";
+    EXPECT_TRUE(TransposeMatches({3, streamed, 300}, {0, 2, 1}, 4)) << threads << " threads";
+  }
+  interp::SetIntraOpThreads(saved);
 }
 
 TEST(DataMovement, StreamedElementwiseMatchesScalarLoop) {

@@ -274,6 +274,25 @@ ENTRY e {
   ExpectFusedMatchesUnfused(hlo, 17);
 }
 
+// A large op on its own is a one-node loop, so that it too splits over the
+// intra-op threads; the same bits on 1-3 threads, donated (the output takes
+// x's buffer: written in place, not streamed) or not.
+TEST(LoopFusion, LargeSingleOpIsALoop) {
+  const std::string d = std::to_string(interp::StreamingBytes() / 4 / 512 + 3) + ",512";
+  const std::string hlo = "HloModule big\nENTRY e {\n  x = f32[" + d + "] parameter(0)\n"
+                          "  y = f32[" + d + "] parameter(1)\n"
+                          "  ROOT a = f32[" + d + "] maximum(x, y)\n}\n";
+  auto m = ParseModuleText(hlo);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(PlanOf(**m).loops.size(), 1u);
+  const int saved = interp::IntraOpThreads();
+  for (int threads : {1, 2, 3}) {
+    interp::SetIntraOpThreads(threads);
+    ExpectFusedMatchesUnfused(hlo, 60 + threads);
+  }
+  interp::SetIntraOpThreads(saved);
+}
+
 TEST(LoopFusion, SingleOpsAreNotFused) {
   auto m = ParseModuleText(R"(HloModule single
 ENTRY e {
