@@ -327,6 +327,10 @@ void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, in
                  uint8_t* dst, const std::vector<int64_t>& dst_strides, int64_t dst_base,
                  const std::vector<int64_t>& dims, int64_t elem);
 
+// Whether this CPU runs AVX2 (asked once): kernels with a target("avx2")
+// copy choose it by this (kernels_data_movement.cc, kernels_elementwise.cc).
+bool HaveAvx2();
+
 // A reducer computation recognised as one binary op of its two parameters.
 enum class ReducerKind { kNone, kAdd, kMul, kMax, kMin, kAnd, kOr, kXor };
 ReducerKind ClassifyReducer(const Computation* c);

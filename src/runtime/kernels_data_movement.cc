@@ -164,11 +164,6 @@ __attribute__((target("avx2"))) void TransposeTile8Avx2(const uint8_t* src, int6
   TransposeEdges<uint64_t>(src, s_col, dst, d_row, n_rows, n_cols, rows4, cols4);
 }
 
-bool HaveAvx2() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
-
 // CopyTile for 4-byte elements when the source is contiguous along rows and
 // the destination along columns (a transpose): 4x4 blocks are loaded as four
 // source vectors and transposed in registers, so every load and store moves
@@ -327,6 +322,11 @@ void TransposingWalk(const uint8_t* src, int64_t src_base, uint8_t* dst, int64_t
 }
 
 }  // namespace
+
+bool HaveAvx2() {
+  static const bool have = __builtin_cpu_supports("avx2");
+  return have;
+}
 
 void StridedCopy(const uint8_t* src, const std::vector<int64_t>& src_strides, int64_t src_base,
                  uint8_t* dst, const std::vector<int64_t>& dst_strides, int64_t dst_base,

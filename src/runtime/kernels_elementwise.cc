@@ -27,10 +27,6 @@ using Unsigned = std::make_unsigned_t<T>;
 // reassociation, so every lane computes exactly what the scalar code does
 // and results do not depend on the machine. The lambdas are inlined into
 // either copy (their instruction set is a subset of both).
-bool HaveAvx2Loops() {
-  static const bool have = __builtin_cpu_supports("avx2");
-  return have;
-}
 
 template <typename T, typename F>
 __attribute__((target("avx2"))) void Loop1Avx2(const T* a, T* o, int64_t n, F f) {
@@ -44,13 +40,13 @@ __attribute__((target("avx2"))) void Loop2Avx2(const T* a, const T* b, T* o, int
 
 template <typename T, typename F>
 void Loop1(const T* a, T* o, int64_t n, F f) {
-  if (HaveAvx2Loops()) return Loop1Avx2(a, o, n, f);
+  if (HaveAvx2()) return Loop1Avx2(a, o, n, f);
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i]);
 }
 
 template <typename T, typename F>
 void Loop2(const T* a, const T* b, T* o, int64_t n, F f) {
-  if (HaveAvx2Loops()) return Loop2Avx2(a, b, o, n, f);
+  if (HaveAvx2()) return Loop2Avx2(a, b, o, n, f);
   for (int64_t i = 0; i < n; ++i) o[i] = f(a[i], b[i]);
 }
 
