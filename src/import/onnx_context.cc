@@ -49,6 +49,11 @@ StatusOr<Instruction*> Context::Emit(Opcode opcode, Shape declared,
                                      std::vector<Instruction*> operands,
                                      Attributes attrs,
                                      std::vector<Computation*> called) {
+  // Constant shape operands (Reshape, Expand, ConstantOfShape) come from the
+  // file, so a negative or overflowing size is the model's error; shape
+  // inference assumes sizes that are valid, so they are checked first.
+  if (std::string why = declared.SizeError(); !why.empty())
+    return Error(std::string(OpcodeName(opcode)) + ": " + why);
   auto instr = std::make_unique<Instruction>(
       opcode, module_->UniqueInstructionName(std::string(OpcodeName(opcode))),
       std::move(declared));
@@ -65,6 +70,10 @@ StatusOr<Instruction*> Context::Emit(Opcode opcode, Shape declared,
   if (!shape.ok()) {
     instr->DropAllOperands();
     return Error(std::string(OpcodeName(opcode)) + ": " + shape.status().message());
+  }
+  if (std::string why = shape->SizeError(); !why.empty()) {
+    instr->DropAllOperands();
+    return Error(std::string(OpcodeName(opcode)) + ": " + why);
   }
   instr->set_shape(*shape);
   return comp_->AddInstruction(std::move(instr));
@@ -247,41 +256,44 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
     return Status::Error("tensor '" + t.name() + "' uses external data (not supported)");
   Shape shape(type, std::vector<int64_t>(t.dims().begin(), t.dims().end()));
-  Literal lit(shape);
-  int64_t n = lit.element_count();
+  if (std::string why = shape.SizeError(); !why.empty())
+    return Status::Error("tensor '" + t.name() + "': " + why);
+  // The data is checked against the shape before the literal is allocated:
+  // dims are the file's word, the data is what it actually holds.
+  const int64_t n = shape.ElementCount();
   if (t.has_raw_data()) {
-    if (static_cast<int64_t>(t.raw_data().size()) != lit.size_bytes())
+    if (static_cast<int64_t>(t.raw_data().size()) != shape.ByteSize())
       return Status::Error("tensor '" + t.name() + "' has " +
                            std::to_string(t.raw_data().size()) + " bytes of data, expected " +
-                           std::to_string(lit.size_bytes()));
+                           std::to_string(shape.ByteSize()));
+  } else {
+    const int64_t have = t.float_data_size()    ? t.float_data_size()
+                         : t.double_data_size() ? t.double_data_size()
+                         : t.int64_data_size()  ? t.int64_data_size()
+                         : t.int32_data_size()  ? t.int32_data_size()
+                                                : t.uint64_data_size();
+    if (have == 0 && n != 0) return Status::Error("tensor '" + t.name() + "' has no data");
+    if (have != n)
+      return Status::Error("tensor '" + t.name() + "' has " + std::to_string(have) +
+                           " values, expected " + std::to_string(n));
+  }
+  Literal lit(shape);
+  if (t.has_raw_data()) {
     // An empty tensor has no buffer: memcpy from or to null is undefined
     // even for 0 bytes (UBSan, GPT-2's empty shape tensors).
     if (lit.size_bytes() > 0) std::memcpy(lit.raw(), t.raw_data().data(), lit.size_bytes());
     return lit;
   }
-  auto check = [&](int64_t have) -> Status {
-    if (have != n)
-      return Status::Error("tensor '" + t.name() + "' has " + std::to_string(have) +
-                           " values, expected " + std::to_string(n));
-    return Status::Ok();
-  };
   if (t.float_data_size()) {
-    MS_RETURN_IF_ERROR(check(t.float_data_size()));
     for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.float_data(i));
   } else if (t.double_data_size()) {
-    MS_RETURN_IF_ERROR(check(t.double_data_size()));
     for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.double_data(i));
   } else if (t.int64_data_size()) {
-    MS_RETURN_IF_ERROR(check(t.int64_data_size()));
     for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int64_data(i));
   } else if (t.int32_data_size()) {  // int8/16/32, bool, f16 bits
-    MS_RETURN_IF_ERROR(check(t.int32_data_size()));
     for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int32_data(i));
   } else if (t.uint64_data_size()) {
-    MS_RETURN_IF_ERROR(check(t.uint64_data_size()));
     for (int64_t i = 0; i < n; ++i) lit.SetInt(i, static_cast<int64_t>(t.uint64_data(i)));
-  } else if (n != 0) {
-    return Status::Error("tensor '" + t.name() + "' has no data");
   }
   return lit;
 }

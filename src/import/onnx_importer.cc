@@ -149,6 +149,8 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
                              "' (only static shapes are supported)");
       dims.push_back(d.dim_value());
     }
+    if (std::string why = Shape(*type, dims).SizeError(); !why.empty())
+      return Status::Error(name + ".onnx: input '" + in.name() + "': " + why);
     std::string pname = SanitizeOnnxName(in.name());
     if (module->IsNameUsed(pname)) pname = module->UniqueInstructionName(pname);
     module->ReserveName(pname);

@@ -119,7 +119,9 @@ LowerFn PoolOp(bool max) {
         return ctx.Error("AveragePool with padding needs count_include_pad=1");
       MS_ASSIGN_OR_RETURN(y, Pool(ctx, x, s, Opcode::kAdd, 0));
       int64_t count = 1;
-      for (int64_t k : s.kernel) count *= k;
+      for (int64_t k : s.kernel)
+        if (__builtin_mul_overflow(count, k, &count))
+          return ctx.Error("the pooling window has more than 2^63 elements");
       MS_ASSIGN_OR_RETURN(y, ctx.Binary(Opcode::kDivide, y,
                                         ctx.ScalarConstant(y->shape().element_type(), count)));
     }

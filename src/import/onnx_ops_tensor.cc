@@ -23,8 +23,10 @@ Status ReshapeOp(Context& ctx) {
     if (dims[i] == -1) {
       if (infer >= 0) return ctx.Error("more than one -1 in the target shape");
       infer = i;
-    } else {
-      known *= dims[i];
+    } else if (dims[i] < 0) {
+      return ctx.Error("the target shape has the negative dimension " + std::to_string(dims[i]));
+    } else if (__builtin_mul_overflow(known, dims[i], &known)) {
+      return ctx.Error("the target shape has more than 2^63 elements");
     }
   }
   int64_t total = x->shape().ElementCount();
@@ -216,6 +218,9 @@ Status ConstantOfShape(Context& ctx) {
   if (const auto* a = FindAttr(ctx.node(), "value")) {
     auto lit = TensorToLiteral(a->t());
     if (!lit.ok()) return ctx.Error(lit.status().message());
+    if (lit->element_count() != 1)
+      return ctx.Error("the value attribute must hold one element, it has " +
+                       std::to_string(lit->element_count()));
     value = Literal(Shape(lit->element_type(), {}));
     std::memcpy(value.raw(), lit->raw(), value.size_bytes());
   }

@@ -103,12 +103,18 @@ class Reader {
     const char* close = bracketed ? "]" : ">";
     bool ids_next = Peek("device_ids");
     if (!Peek(close) && !ids_next) {
+      int64_t devices = 1;
       while (true) {
         MeshAxisDecl axis;
         if (!Quoted(&axis.name, "a quoted mesh axis name") || !Expect("=") ||
             !Int(&axis.size, "the axis size"))
           return false;
         if (axis.size < 1) return Fail("a positive axis size");
+        // Bounded so that every later product of axis sizes (device counts,
+        // tile sizes) fits in int64_t.
+        if (devices > (int64_t{1} << 62) / axis.size)
+          return Fail("a mesh of at most 2^62 devices");
+        devices *= axis.size;
         mesh->axes.push_back(std::move(axis));
         if (!Eat(",")) break;
         if ((ids_next = Peek("device_ids"))) break;  // the unbracketed form

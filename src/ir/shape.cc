@@ -1,6 +1,8 @@
 // Element types and shapes.
 #include "ir/shape.h"
 
+#include <algorithm>
+
 #include "support/check.h"
 
 namespace meshsplit {
@@ -90,6 +92,22 @@ int64_t Shape::ElementCount() const {
   int64_t n = 1;
   for (int64_t d : dims_) n *= d;
   return n;
+}
+
+std::string Shape::SizeError() const {
+  if (IsTuple()) {
+    for (const Shape& s : tuple_)
+      if (std::string e = s.SizeError(); !e.empty()) return e;
+    return "";
+  }
+  if (!IsArray()) return "";
+  int64_t bytes = std::max<int64_t>(ByteWidth(type_), 1);
+  for (int64_t d : dims_) {
+    if (d < 0) return "dimension size must not be negative, got " + std::to_string(d);
+    if (__builtin_mul_overflow(bytes, d, &bytes))
+      return "shape " + ToString(false) + " has more than 2^63 bytes";
+  }
+  return "";
 }
 
 int64_t Shape::ByteSize() const {

@@ -65,6 +65,10 @@ class Shape {
   int rank() const { return static_cast<int>(dims_.size()); }
   int64_t ElementCount() const;  // 1 for scalars; REQUIRES: IsArray()
   int64_t ByteSize() const;      // sum over tuple leaves
+  // Empty when every array leaf has non-negative dimensions and a byte size
+  // that fits in int64_t (so ElementCount and ByteSize are defined);
+  // otherwise what is wrong. Importers check what they build with it.
+  std::string SizeError() const;
 
   // Dimensions written `<=N` are dynamic with bound N.
   const std::vector<bool>& dynamic_dimensions() const { return dynamic_; }

@@ -27,6 +27,7 @@
 #include "runtime/executor.h"
 #include "runtime/reference.h"
 
+#include "collectives/threads_backend.h"
 #include "compiler/compile.h"
 
 namespace meshsplit {
@@ -838,6 +839,13 @@ VerifyResult VerifyPartitioned(Module& original, Module& partitioned,
   if (original.entry() == nullptr || partitioned.entry() == nullptr) {
     result.status = "reference";
     result.message = "module has no entry computation";
+    return result;
+  }
+  // Refused before any per-device argument is built: a mesh of 2^40 devices
+  // would otherwise try to allocate 2^40 argument lists.
+  if (Status s = CheckThreadsBackendDevices(n); !s.ok()) {
+    result.status = "too-large";
+    result.message = s.message();
     return result;
   }
   result.reference_reason = DeviceReferenceReason(original);
