@@ -14,7 +14,7 @@
 #   shardings    meshsplit fuzz-shardings on the XLA partitioning corpus, a fixed
 #                seed, --shardings-count variants of the cases under 1 MiB
 #                (skipped, and said so, when ../shared is absent)
-#   libfuzzer    tools/fuzz.sh --ci --runs 1000 (every libFuzzer target, fixed seed)
+#   libfuzzer    tools/fuzz.sh --ci (every libFuzzer target, 3000 runs, fixed seed)
 #
 # Usage: tools/test_sanitized.sh [--jobs N] [--lit-shards M] [--lit-shard K]
 #            [--shardings-count C] [--no-build] [--only STEP,...]
@@ -139,7 +139,7 @@ shardings_step() {
 fuzz_step() {
   # fuzz.sh sets its own sanitizer options (leaks on, bad_alloc allowed)
   # and reads crashes from libFuzzer's artifacts.
-  env -u ASAN_OPTIONS -u UBSAN_OPTIONS MESHSPLIT_FUZZ_NO_BUILD=1 tools/fuzz.sh --ci --runs 1000
+  env -u ASAN_OPTIONS -u UBSAN_OPTIONS MESHSPLIT_FUZZ_NO_BUILD=1 tools/fuzz.sh --ci
 }
 
 total_start=$(date +%s)
