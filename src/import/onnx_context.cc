@@ -300,7 +300,9 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
 
 StatusOr<int64_t> NormAxis(const Context& ctx, int64_t axis, int64_t rank) {
   int64_t a = axis < 0 ? axis + rank : axis;
-  if (a < 0 || a >= std::max<int64_t>(rank, 1))
+  // Every caller indexes the operand's dimensions with the result, so a
+  // scalar has no valid axis (ONNX: axis in [-r, r-1]).
+  if (a < 0 || a >= rank)
     return ctx.Error("axis " + std::to_string(axis) + " out of range for rank " +
                      std::to_string(rank));
   return a;

@@ -133,6 +133,7 @@ LowerFn PoolOp(bool max) {
 LowerFn GlobalPool(bool max) {
   return [max](Context& ctx) -> Status {
     MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(0));
+    if (x->shape().rank() < 2) return ctx.Error("expects an NC... input");
     std::vector<int64_t> dims, kept = x->shape().dimensions();
     int64_t count = 1;
     for (int64_t d = 2; d < x->shape().rank(); ++d) {

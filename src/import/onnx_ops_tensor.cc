@@ -43,6 +43,9 @@ Status Flatten(Context& ctx) {
   MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(0));
   int64_t rank = x->shape().rank();
   int64_t axis = AttrInt(ctx.node(), "axis", 1);
+  if (axis < -rank || axis > rank)  // [-r, r]: r flattens to [N, 1]
+    return ctx.Error("axis " + std::to_string(axis) + " out of range for rank " +
+                     std::to_string(rank));
   if (axis < 0) axis += rank;
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= x->shape().dimensions(i);
@@ -64,6 +67,7 @@ Status Unsqueeze(Context& ctx) {
   std::vector<bool> is_new(out_rank, false);
   for (int64_t a : axes) {
     MS_ASSIGN_OR_RETURN(int64_t n, NormAxis(ctx, a, out_rank));
+    if (is_new[n]) return ctx.Error("axis " + std::to_string(a) + " is given twice");
     is_new[n] = true;
   }
   std::vector<int64_t> dims;
@@ -117,6 +121,12 @@ Status SliceOp(Context& ctx) {
   int64_t rank = x->shape().rank();
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(i);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      (!steps.empty() && steps.size() != starts.size()))
+    return ctx.Error("starts, ends, axes and steps have different lengths (" +
+                     std::to_string(starts.size()) + ", " + std::to_string(ends.size()) +
+                     ", " + std::to_string(axes.size()) + ", " +
+                     std::to_string(steps.size()) + ")");
   Attributes attrs;
   for (int64_t d = 0; d < rank; ++d) attrs.slice.push_back({0, x->shape().dimensions(d), 1});
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -147,12 +157,21 @@ Status Split(Context& ctx) {
     sizes = AttrInts(ctx.node(), "split");
   }
   int n = ctx.node().output_size();
+  if (n == 0) return ctx.Error("Split has no outputs");
   int64_t dim = x->shape().dimensions(axis);
   if (sizes.empty()) {
     if (dim % n) return ctx.Error("dimension does not split evenly");
     sizes.assign(n, dim / n);
   }
   if (static_cast<int>(sizes.size()) != n) return ctx.Error("split sizes do not match outputs");
+  int64_t total = 0;
+  for (int64_t size : sizes)
+    if (size < 0 || __builtin_add_overflow(total, size, &total))
+      return ctx.Error("split sizes must be non-negative and sum to the dimension (" +
+                       std::to_string(dim) + ")");
+  if (total != dim)
+    return ctx.Error("split sizes sum to " + std::to_string(total) + ", not the dimension (" +
+                     std::to_string(dim) + ")");
   int64_t start = 0;
   for (int i = 0; i < n; ++i) {
     Attributes attrs;
@@ -166,6 +185,7 @@ Status Split(Context& ctx) {
 }
 
 Status Concat(Context& ctx) {
+  if (ctx.InputCount() == 0) return ctx.Error("Concat has no inputs");
   std::vector<Instruction*> ins;
   for (int i = 0; i < ctx.InputCount(); ++i) {
     MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(i));
@@ -236,9 +256,17 @@ Status ConstantOfShape(Context& ctx) {
 StatusOr<Instruction*> NormalizeIndices(Context& ctx, Instruction* idx, int64_t dim) {
   MS_ASSIGN_OR_RETURN(idx, ctx.Convert(idx, PrimitiveType::S64));
   if (idx->opcode() == Opcode::kConstant) {
+    // ONNX makes an index outside [-dim, dim-1] an error; HLO would clamp
+    // it, a silently different answer. Only constant indices can be checked
+    // here.
     bool any_negative = false;
-    for (int64_t i = 0; i < idx->shape().ElementCount(); ++i)
-      any_negative |= idx->literal().GetInt(i) < 0;
+    for (int64_t i = 0; i < idx->shape().ElementCount(); ++i) {
+      const int64_t v = idx->literal().GetInt(i);
+      if (v < -dim || v >= dim)
+        return ctx.Error("index " + std::to_string(v) + " is out of range for a dimension of " +
+                         std::to_string(dim));
+      any_negative |= v < 0;
+    }
     if (!any_negative) return idx;
   }
   Instruction* zero = ctx.ScalarConstant(PrimitiveType::S64, 0);
