@@ -10,7 +10,7 @@
 # kept in build/asan-ubsan/fuzz/corpus/TARGET and reused by the next run.
 # --ci (the bounded run meant for CI): seeds from tests/ and examples/ only, a fresh
 # corpus, --runs 3000 with --seed 1 unless given, address-space randomisation
-# off (setarch -R) so a run is reproducible. Crash inputs are written to
+# off (setarch -R) so a run replays in its checkout. Crash inputs are written to
 # build/asan-ubsan/fuzz/artifacts/TARGET/. Prints one line per target (runs
 # executed, seconds, crashes) and exits 1 when any target crashed.
 # Builds the targets first unless MESHSPLIT_FUZZ_NO_BUILD=1.
@@ -79,7 +79,9 @@ seeds() {
 # Address-space randomisation changes what one execution covers (the order
 # of pointer-keyed containers; measured: two --ci runs of one build differed
 # from the first input on), so with it two CI runs of the same commit explore
-# different inputs. --ci runs without it where the kernel allows.
+# different inputs. --ci runs without it where the kernel allows; a run then
+# replays in the same checkout and environment (not across checkouts:
+# docs/fuzzing.md).
 fixed_layout=()
 if ((ci)) && setarch "$(uname -m)" -R true 2>/dev/null; then
   fixed_layout=(setarch "$(uname -m)" -R)

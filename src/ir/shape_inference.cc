@@ -1078,17 +1078,21 @@ StatusOr<Shape> Inferrer::Run() {
     case Opcode::kCall:
       return Call();
     case Opcode::kCustomCall:
+    {
       // The sharding markers annotate one value; propagation and the
-      // partitioner read their operand 0.
-      if ((a_.custom_call_target == "Sharding" ||
-           a_.custom_call_target == "SPMDFullToShardShape" ||
-           a_.custom_call_target == "SPMDShardToFullShape") &&
+      // partitioner read their operand 0. Sharding and the shard barriers
+      // are identities that propagation may replace by their operand, so
+      // they keep its shape.
+      const std::string& target = a_.custom_call_target;
+      const bool identity =
+          target == "Sharding" || target == "ShardBarrierFrom" || target == "ShardBarrierTo";
+      if ((identity || target == "SPMDFullToShardShape" || target == "SPMDShardToFullShape") &&
           n() != 1)
-        return Err(a_.custom_call_target, " custom-call takes 1 operand, not ", n());
-      if (a_.custom_call_target == "Sharding" && n() == 1 &&
-          !op(0).Compatible(declared_))
-        return Err("Sharding custom-call must keep its operand shape ", Str(op(0)));
+        return Err(target, " custom-call takes 1 operand, not ", n());
+      if (identity && !op(0).Compatible(declared_))
+        return Err(target, " custom-call must keep its operand shape ", Str(op(0)));
       return declared_;
+    }
     case Opcode::kOptimizationBarrier:
     case Opcode::kDomain:
       return op(0);
