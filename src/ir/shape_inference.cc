@@ -1077,8 +1077,7 @@ StatusOr<Shape> Inferrer::Run() {
       return Conditional();
     case Opcode::kCall:
       return Call();
-    case Opcode::kCustomCall:
-    {
+    case Opcode::kCustomCall: {
       // The sharding markers annotate one value; propagation and the
       // partitioner read their operand 0. Sharding and the shard barriers
       // are identities that propagation may replace by their operand, so
