@@ -251,6 +251,47 @@ StatusOr<PrimitiveType> OnnxType(int32_t t) {
   return Status::Error("unsupported ONNX element type " + std::to_string(t));
 }
 
+namespace {
+
+// onnx.proto keeps non-raw values in the one repeated field the data_type
+// names; 16-bit floats travel there as their bit patterns in int32_data.
+enum class DataField { kFloat, kDouble, kInt32, kInt64, kUint64 };
+
+DataField FieldFor(PrimitiveType type) {
+  switch (type) {
+    case PrimitiveType::F32: return DataField::kFloat;
+    case PrimitiveType::F64: return DataField::kDouble;
+    case PrimitiveType::S64: return DataField::kInt64;
+    case PrimitiveType::U32:
+    case PrimitiveType::U64: return DataField::kUint64;
+    default: return DataField::kInt32;  // 8/16/32-bit ints, bool, f16/bf16 bits
+  }
+}
+
+int64_t FieldSize(const onnx::TensorProto& t, DataField f) {
+  switch (f) {
+    case DataField::kFloat: return t.float_data_size();
+    case DataField::kDouble: return t.double_data_size();
+    case DataField::kInt32: return t.int32_data_size();
+    case DataField::kInt64: return t.int64_data_size();
+    case DataField::kUint64: return t.uint64_data_size();
+  }
+  return 0;
+}
+
+const char* FieldName(DataField f) {
+  switch (f) {
+    case DataField::kFloat: return "float_data";
+    case DataField::kDouble: return "double_data";
+    case DataField::kInt32: return "int32_data";
+    case DataField::kInt64: return "int64_data";
+    case DataField::kUint64: return "uint64_data";
+  }
+  return "";
+}
+
+}  // namespace
+
 StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
   MS_ASSIGN_OR_RETURN(PrimitiveType type, OnnxType(t.data_type()));
   if (t.data_location() == onnx::TensorProto::EXTERNAL)
@@ -261,17 +302,25 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
   // The data is checked against the shape before the literal is allocated:
   // dims are the file's word, the data is what it actually holds.
   const int64_t n = shape.ElementCount();
+  const DataField field = FieldFor(type);
+  for (DataField other : {DataField::kFloat, DataField::kDouble, DataField::kInt32,
+                          DataField::kInt64, DataField::kUint64}) {
+    if (FieldSize(t, other) == 0 || (other == field && !t.has_raw_data())) continue;
+    // Reading values from a field the type does not name would convert them
+    // (f16 bit patterns read as integers): refuse instead.
+    return Status::Error("tensor '" + t.name() + "' of type " + std::string(PrimitiveTypeName(type)) +
+                         " has values in " + FieldName(other) +
+                         (t.has_raw_data() ? " besides raw_data"
+                                           : std::string("; its type keeps them in ") +
+                                                 FieldName(field)));
+  }
   if (t.has_raw_data()) {
     if (static_cast<int64_t>(t.raw_data().size()) != shape.ByteSize())
       return Status::Error("tensor '" + t.name() + "' has " +
                            std::to_string(t.raw_data().size()) + " bytes of data, expected " +
                            std::to_string(shape.ByteSize()));
   } else {
-    const int64_t have = t.float_data_size()    ? t.float_data_size()
-                         : t.double_data_size() ? t.double_data_size()
-                         : t.int64_data_size()  ? t.int64_data_size()
-                         : t.int32_data_size()  ? t.int32_data_size()
-                                                : t.uint64_data_size();
+    const int64_t have = FieldSize(t, field);
     if (have == 0 && n != 0) return Status::Error("tensor '" + t.name() + "' has no data");
     if (have != n)
       return Status::Error("tensor '" + t.name() + "' has " + std::to_string(have) +
@@ -284,16 +333,22 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
     if (lit.size_bytes() > 0) std::memcpy(lit.raw(), t.raw_data().data(), lit.size_bytes());
     return lit;
   }
-  if (t.float_data_size()) {
-    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.float_data(i));
-  } else if (t.double_data_size()) {
-    for (int64_t i = 0; i < n; ++i) lit.SetDouble(i, t.double_data(i));
-  } else if (t.int64_data_size()) {
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int64_data(i));
-  } else if (t.int32_data_size()) {  // int8/16/32, bool, f16 bits
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, t.int32_data(i));
-  } else if (t.uint64_data_size()) {
-    for (int64_t i = 0; i < n; ++i) lit.SetInt(i, static_cast<int64_t>(t.uint64_data(i)));
+  const bool float_bits = type == PrimitiveType::F16 || type == PrimitiveType::BF16;
+  for (int64_t i = 0; i < n; ++i) {
+    switch (field) {
+      case DataField::kFloat: lit.SetDouble(i, t.float_data(i)); break;
+      case DataField::kDouble: lit.SetDouble(i, t.double_data(i)); break;
+      case DataField::kInt64: lit.SetInt(i, t.int64_data(i)); break;
+      case DataField::kUint64: lit.SetInt(i, static_cast<int64_t>(t.uint64_data(i))); break;
+      case DataField::kInt32:
+        if (float_bits) {
+          const uint16_t bits = static_cast<uint16_t>(t.int32_data(i));
+          std::memcpy(lit.raw() + 2 * i, &bits, 2);
+        } else {
+          lit.SetInt(i, t.int32_data(i));
+        }
+        break;
+    }
   }
   return lit;
 }

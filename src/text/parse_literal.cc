@@ -87,7 +87,6 @@ bool Parser::ParseShape(Shape* shape, int depth) {
   std::vector<int64_t> dims;
   std::vector<bool> dynamic;
   bool any_dynamic = false;
-  int64_t elements = 1;
   if (!lex_.Eat(']')) {
     do {
       bool dyn = lex_.EatString("<=");
@@ -103,9 +102,6 @@ bool Parser::ParseShape(Shape* shape, int depth) {
       if (static_cast<int>(dims.size()) >= kMaxRank)
         return Error(dim_pos, 1, "shape has more than " + std::to_string(kMaxRank) +
                                      " dimensions");
-      if (__builtin_mul_overflow(elements, d, &elements))
-        return Error(type_pos, lex_.pos() - type_pos,
-                     "shape has too many elements");
       dims.push_back(d);
       dynamic.push_back(dyn);
       any_dynamic |= dyn;
@@ -116,6 +112,9 @@ bool Parser::ParseShape(Shape* shape, int depth) {
     return Error(type_pos, word.size(),
                  "'" + std::string(word) + "' values have no dimensions");
   Shape s(*type, std::move(dims));
+  // The same bound every importer applies: the byte size must fit in int64.
+  if (std::string why = s.SizeError(); !why.empty())
+    return Error(type_pos, lex_.pos() - type_pos, why);
   if (any_dynamic) s.set_dynamic_dimensions(std::move(dynamic));
   // A layout follows the ']' directly: `{1,0}`, `{1,0:T(8,128)}`, `{}`. The
   // look-ahead keeps `-> f32[] {` (a computation body) from being read as one.

@@ -5,6 +5,7 @@
 
 #ifdef MESHSPLIT_HAVE_ONNX
 #include <cmath>
+#include <tuple>
 
 #include "import/onnx_importer.h"
 #include "ir/verifier.h"
@@ -142,6 +143,50 @@ TEST(OnnxOps, ShapeArithmeticFolds) {
   ASSERT_EQ(outs.size(), 1u);
   EXPECT_EQ(outs[0].shape().dimensions(), (std::vector<int64_t>{2, 12}));
   EXPECT_EQ(outs[0].GetDouble(13), 13 * 0.5 - 3);
+}
+
+// onnx.proto keeps f16 and bf16 values as bit patterns in int32_data; read
+// as integers they became 15360 for 1.0.
+TEST(OnnxOps, HalfFloatInitializersAreBitPatterns) {
+  onnx::ModelProto model;
+  model.add_opset_import()->set_version(13);
+  auto* graph = model.mutable_graph();
+  for (auto [name, type, one, minus_two] :
+       {std::tuple{"h", onnx::TensorProto::FLOAT16, 0x3C00, 0xC000},
+        std::tuple{"b", onnx::TensorProto::BFLOAT16, 0x3F80, 0xC000}}) {
+    auto* t = graph->add_initializer();
+    t->set_name(name);
+    t->set_data_type(type);
+    t->add_dims(2);
+    t->add_int32_data(one);
+    t->add_int32_data(minus_two);
+    graph->add_output()->set_name(name);
+  }
+  auto m = ImportOnnxBytes(model.SerializeAsString(), "half");
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto outs = RunModel(**m, {});
+  ASSERT_EQ(outs.size(), 2u);
+  for (const Literal& out : outs) {
+    EXPECT_EQ(out.GetDouble(0), 1.0);
+    EXPECT_EQ(out.GetDouble(1), -2.0);
+  }
+}
+
+TEST(OnnxOps, ValuesInAFieldTheTypeDoesNotNameAreAnError) {
+  onnx::ModelProto model;
+  model.add_opset_import()->set_version(13);
+  auto* t = model.mutable_graph()->add_initializer();
+  t->set_name("w");
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  t->add_dims(1);
+  t->add_int64_data(7);
+  model.mutable_graph()->add_output()->set_name("w");
+  auto m = ImportOnnxBytes(model.SerializeAsString(), "field");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find(
+                "tensor 'w' of type f32 has values in int64_data; its type keeps them in float_data"),
+            std::string::npos)
+      << m.status().message();
 }
 
 TEST(OnnxOps, GatherWrapsNegativeIndices) {

@@ -99,7 +99,10 @@ TEST(ParseErrorTest, BadNumbers) {
   EXPECT_EQ(ErrorOf(Entry("  p = f32[99999999999999999999] parameter(0)\n")),
             "3:11: error: integer 99999999999999999999 is out of range");
   EXPECT_EQ(ErrorOf(Entry("  p = f32[4611686018427387904,4] parameter(0)\n")),
-            "3:7: error: shape has too many elements");
+            "3:7: error: shape f32[4611686018427387904,4] has more than 2^63 bytes");
+  // 2^61 elements fit in int64, their 2^63 bytes do not.
+  EXPECT_EQ(ErrorOf(Entry("  p = f32[2305843009213693952] parameter(0)\n")),
+            "3:7: error: shape f32[2305843009213693952] has more than 2^63 bytes");
   EXPECT_EQ(ErrorOf(Entry("  p = f32[-2] parameter(0)\n")),
             "3:11: error: dimension size must not be negative, got -2");
   EXPECT_EQ(ErrorOf(Entry("  p = s8[] constant(300)\n")),
