@@ -214,6 +214,40 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::str
   return nullptr;
 }
 
+Status CheckAttributeKinds(const Context& ctx, const onnx::NodeProto& node) {
+  using AP = onnx::AttributeProto;
+  // Every attribute name a lowering reads, with the kind it reads it as.
+  static const std::unordered_map<std::string, AP::AttributeType> kKinds = {
+      {"allowzero", AP::INT},     {"axis", AP::INT},
+      {"ceil_mode", AP::INT},     {"count_include_pad", AP::INT},
+      {"end", AP::INT},           {"group", AP::INT},
+      {"keepdims", AP::INT},      {"noop_with_empty_axes", AP::INT},
+      {"start", AP::INT},         {"to", AP::INT},
+      {"training_mode", AP::INT}, {"transA", AP::INT},
+      {"transB", AP::INT},        {"value_int", AP::INT},
+      {"alpha", AP::FLOAT},       {"beta", AP::FLOAT},
+      {"epsilon", AP::FLOAT},     {"value_float", AP::FLOAT},
+      {"axes", AP::INTS},         {"dilations", AP::INTS},
+      {"kernel_shape", AP::INTS}, {"pads", AP::INTS},
+      {"perm", AP::INTS},         {"split", AP::INTS},
+      {"strides", AP::INTS},      {"value_ints", AP::INTS},
+      {"value_floats", AP::FLOATS}, {"auto_pad", AP::STRING},
+      {"reduction", AP::STRING},  {"value", AP::TENSOR},
+  };
+  for (int i = 0; i < node.attribute_size(); ++i) {
+    const AP& a = node.attribute(i);
+    for (int j = 0; j < i; ++j)
+      if (node.attribute(j).name() == a.name())
+        return ctx.Error("attribute '" + a.name() + "' is given twice");
+    auto it = kKinds.find(a.name());
+    if (it == kKinds.end() || a.type() == it->second) continue;
+    return ctx.Error("attribute '" + a.name() + "' must be " +
+                     AP::AttributeType_Name(it->second) + ", got " +
+                     AP::AttributeType_Name(a.type()));
+  }
+  return Status::Ok();
+}
+
 int64_t AttrInt(const onnx::NodeProto& node, const std::string& name, int64_t def) {
   const auto* a = FindAttr(node, name);
   return a ? a->i() : def;

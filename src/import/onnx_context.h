@@ -72,7 +72,10 @@ class Context {
   std::map<std::pair<Opcode, PrimitiveType>, Computation*> reducers_;
 };
 
-// Attribute access on a node.
+// Attribute access on a node. The accessors read the payload field of the
+// kind they name, so CheckAttributeKinds runs on every node before it is
+// lowered: an attribute of another kind (axis as a FLOAT) would read as 0.
+Status CheckAttributeKinds(const Context& ctx, const onnx::NodeProto& node);
 const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::string& name);
 int64_t AttrInt(const onnx::NodeProto& node, const std::string& name, int64_t def);
 float AttrFloat(const onnx::NodeProto& node, const std::string& name, float def);

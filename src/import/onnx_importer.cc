@@ -165,6 +165,7 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
       return ctx.Error("unsupported ONNX op domain '" + node.domain() + "'");
     auto it = Ops().find(node.op_type());
     if (it == Ops().end()) return ctx.Error("unsupported ONNX op");
+    MS_RETURN_IF_ERROR(CheckAttributeKinds(ctx, node));
     bool all_const = node.op_type() != "Constant";
     for (const auto& in : node.input()) {
       if (in.empty()) continue;

@@ -189,6 +189,33 @@ TEST(OnnxOps, ValuesInAFieldTheTypeDoesNotNameAreAnError) {
       << m.status().message();
 }
 
+// The accessors read one payload field; an attribute of another kind read as
+// its default (axis=1.0 as a FLOAT was axis 0).
+TEST(OnnxOps, AttributeOfTheWrongKindIsAnError) {
+  Graph g;
+  g.Input("x", {2, 3});
+  auto* n = g.Node("Softmax", {"x"}, {"y"}, "sm");
+  auto* a = n->add_attribute();
+  a->set_name("axis");
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(1);
+  g.Output("y");
+  auto m = g.Import("kind");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "kind.onnx: node 'sm' (op Softmax): attribute 'axis' must be INT, got FLOAT");
+
+  Graph twice;
+  twice.Input("x", {2, 3});
+  auto* t = twice.Node("Softmax", {"x"}, {"y"}, "sm");
+  AddIntAttr(t, "axis", 0);
+  AddIntAttr(t, "axis", 1);
+  twice.Output("y");
+  m = twice.Import("kind");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "kind.onnx: node 'sm' (op Softmax): attribute 'axis' is given twice");
+}
+
 TEST(OnnxOps, GatherWrapsNegativeIndices) {
   Graph g;
   g.Input("data", {4, 3});
