@@ -22,6 +22,11 @@ class Context {
   Module* module() const { return module_; }
   Computation* comp() const { return comp_; }
 
+  // The model's ai.onnx opset: a few ops changed meaning over the versions
+  // the importer accepts (Softmax's axis before 13).
+  void set_opset(int64_t opset) { opset_ = opset; }
+  int64_t opset() const { return opset_; }
+
   // The node being lowered (for messages).
   void set_node(const onnx::NodeProto* node) { node_ = node; }
   const onnx::NodeProto& node() const { return *node_; }
@@ -68,6 +73,7 @@ class Context {
   Module* module_;
   Computation* comp_;
   const onnx::NodeProto* node_ = nullptr;
+  int64_t opset_ = 13;
   std::unordered_map<std::string, Instruction*> values_;
   std::map<std::pair<Opcode, PrimitiveType>, Computation*> reducers_;
 };

@@ -49,6 +49,7 @@ StatusOr<bool> TryFold(const onnx::NodeProto& node, Context& ctx,
   Computation* comp = scratch.AddComputation(std::make_unique<Computation>("fold"));
   scratch.set_entry(comp);
   Context fold(&scratch, comp);
+  fold.set_opset(ctx.opset());
   fold.set_node(&node);
   for (const auto& in : node.input()) {
     if (in.empty() || fold.values().count(in)) continue;
@@ -108,17 +109,23 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
     return Status::Error(name + ".onnx: not a valid ONNX model (protobuf parse failed)");
   if (!model.has_graph())
     return Status::Error(name + ".onnx: not an ONNX model (the protobuf has no graph)");
-  for (const auto& opset : model.opset_import())
-    if ((opset.domain().empty() || opset.domain() == "ai.onnx") &&
-        (opset.version() < 7 || opset.version() > 17))
+  int64_t opset_version = -1;
+  for (const auto& opset : model.opset_import()) {
+    if (!opset.domain().empty() && opset.domain() != "ai.onnx") continue;
+    if (opset.version() < 7 || opset.version() > 17)
       return Status::Error(name + ".onnx: opset " + std::to_string(opset.version()) +
                            " is not supported (13 is tested)");
+    opset_version = opset.version();
+  }
+  if (opset_version < 0)
+    return Status::Error(name + ".onnx: the model imports no ai.onnx opset (opset_import)");
   const onnx::GraphProto& graph = model.graph();
   auto module = std::make_unique<Module>(SanitizeOnnxName(name));
   Computation* entry = module->AddComputation(std::make_unique<Computation>("main"));
   module->set_entry(entry);
   module->ReserveName("main");
   Context ctx(module.get(), entry);
+  ctx.set_opset(opset_version);
 
   std::unordered_set<std::string> initializer_names;
   for (const auto& init : graph.initializer()) {

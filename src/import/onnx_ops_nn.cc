@@ -147,21 +147,28 @@ LowerFn ReduceOp(ReduceKind kind) {
   };
 }
 
-// Softmax over one axis (opset 13): exp(x - max) / sum; LogSoftmax:
-// (x - max) - log(sum(exp(x - max))).
+// Softmax over the axis (opset 13; before, over the dims from it on):
+// exp(x - max) / sum; LogSoftmax: (x - max) - log(sum(exp(x - max))).
 LowerFn SoftmaxOp(bool log) {
   return [log](Context& ctx) -> Status {
     MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(0));
     int64_t rank = x->shape().rank();
-    MS_ASSIGN_OR_RETURN(int64_t axis, NormAxis(ctx, AttrInt(ctx.node(), "axis", -1), rank));
+    // Before opset 13 the axis (default 1) splits the input into a matrix and
+    // the softmax runs over each row: over every dimension from `axis` on.
+    const bool rows = ctx.opset() < 13;
+    MS_ASSIGN_OR_RETURN(int64_t axis,
+                        NormAxis(ctx, AttrInt(ctx.node(), "axis", rows ? 1 : -1), rank));
+    std::vector<int64_t> dims = {axis};
+    if (rows)
+      for (int64_t d = axis + 1; d < rank; ++d) dims.push_back(d);
     std::vector<int64_t> kept = x->shape().dimensions();
-    kept[axis] = 1;
-    MS_ASSIGN_OR_RETURN(Instruction * mx, ctx.Reduce(x, {axis}, Opcode::kMaximum,
+    for (int64_t d : dims) kept[d] = 1;
+    MS_ASSIGN_OR_RETURN(Instruction * mx, ctx.Reduce(x, dims, Opcode::kMaximum,
                                                      -std::numeric_limits<double>::infinity()));
     MS_ASSIGN_OR_RETURN(mx, ctx.Reshape(mx, kept));
     MS_ASSIGN_OR_RETURN(Instruction * shifted, ctx.Binary(Opcode::kSubtract, x, mx));
     MS_ASSIGN_OR_RETURN(Instruction * e, ctx.Emit(Opcode::kExp, Shape(), {shifted}));
-    MS_ASSIGN_OR_RETURN(Instruction * sum, ctx.Reduce(e, {axis}, Opcode::kAdd, 0));
+    MS_ASSIGN_OR_RETURN(Instruction * sum, ctx.Reduce(e, dims, Opcode::kAdd, 0));
     MS_ASSIGN_OR_RETURN(sum, ctx.Reshape(sum, kept));
     Instruction* r;
     if (log) {

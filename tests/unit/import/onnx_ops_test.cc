@@ -17,7 +17,7 @@ namespace {
 
 class Graph {
  public:
-  Graph() { model_.add_opset_import()->set_version(13); }
+  explicit Graph(int64_t opset = 13) { model_.add_opset_import()->set_version(opset); }
   void Input(const std::string& name, std::vector<int64_t> dims,
              int type = onnx::TensorProto::FLOAT) {
     auto* in = model_.mutable_graph()->add_input();
@@ -302,6 +302,40 @@ TEST(OnnxOps, SoftmaxAndWhereBroadcast) {
       EXPECT_NEAR(outs[1].GetDouble(r * 3 + k), k == 1 ? s : x.GetDouble(r * 3 + k), 1e-6);
     }
   }
+}
+
+// Softmax's default axis and its meaning changed in opset 13: before, axis 1
+// splits x into a matrix and each row of [2, 12] is normalised; from 13,
+// the last axis alone is.
+TEST(OnnxOps, SoftmaxBeforeOpset13NormalisesTheTrailingBlock) {
+  for (int64_t opset : {11, 13}) {
+    Graph g(opset);
+    g.Input("x", {2, 3, 4});
+    g.Node("Softmax", {"x"}, {"s"});
+    g.Output("s");
+    auto m = g.Import();
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    Literal x = Iota(Shape(PrimitiveType::F32, {2, 3, 4}));
+    auto outs = RunModel(**m, {Iota(x.shape())});
+    ASSERT_EQ(outs.size(), 1u);
+    const int block = opset < 13 ? 12 : 4;
+    for (int b = 0; b < 24 / block; ++b) {
+      double denom = 0;
+      for (int k = 0; k < block; ++k) denom += std::exp(x.GetDouble(b * block + k));
+      for (int k = 0; k < block; ++k)
+        EXPECT_NEAR(outs[0].GetDouble(b * block + k),
+                    std::exp(x.GetDouble(b * block + k)) / denom, 1e-6)
+            << "opset " << opset << " element " << b * block + k;
+    }
+  }
+}
+
+TEST(OnnxOps, ModelWithoutAnOpsetIsAnError) {
+  onnx::ModelProto model;
+  model.mutable_graph()->add_output()->set_name("y");
+  auto m = ImportOnnxBytes(model.SerializeAsString(), "noopset");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(), "noopset.onnx: the model imports no ai.onnx opset (opset_import)");
 }
 
 // Conv (stride 2, pads 1, bias) and MaxPool/GlobalAveragePool/BatchNorm on
