@@ -95,7 +95,16 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t);
 StatusOr<int64_t> NormAxis(const Context& ctx, int64_t axis, int64_t rank);
 
 using LowerFn = std::function<Status(Context&)>;
-using OpTable = std::unordered_map<std::string, LowerFn>;
+// An op's lowering and how many input slots the ONNX schema gives it (an
+// omitted optional input is an empty name and still takes its slot): inputs
+// past the last are refused rather than ignored.
+struct OpRule {
+  static constexpr int kVariadic = 1 << 30;
+  LowerFn lower;
+  int min_inputs;
+  int max_inputs;
+};
+using OpTable = std::unordered_map<std::string, OpRule>;
 void RegisterElementwiseOps(OpTable& table);
 void RegisterTensorOps(OpTable& table);
 void RegisterNnOps(OpTable& table);

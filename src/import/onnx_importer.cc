@@ -172,6 +172,17 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
       return ctx.Error("unsupported ONNX op domain '" + node.domain() + "'");
     auto it = Ops().find(node.op_type());
     if (it == Ops().end()) return ctx.Error("unsupported ONNX op");
+    const onnx_import::OpRule& rule = it->second;
+    if (node.input_size() < rule.min_inputs || node.input_size() > rule.max_inputs) {
+      std::string want = rule.max_inputs == onnx_import::OpRule::kVariadic
+                             ? "at least " + std::to_string(rule.min_inputs)
+                         : rule.min_inputs == rule.max_inputs
+                             ? std::to_string(rule.min_inputs)
+                             : std::to_string(rule.min_inputs) + " to " +
+                                   std::to_string(rule.max_inputs);
+      want += want == "1" || want == "at least 1" ? " input" : " inputs";
+      return ctx.Error("takes " + want + ", got " + std::to_string(node.input_size()));
+    }
     MS_RETURN_IF_ERROR(CheckAttributeKinds(ctx, node));
     bool all_const = node.op_type() != "Constant";
     for (const auto& in : node.input()) {
@@ -182,10 +193,10 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
       if (v->second->opcode() != Opcode::kConstant) all_const = false;
     }
     if (all_const) {
-      MS_ASSIGN_OR_RETURN(bool folded, TryFold(node, ctx, it->second, opts.fold_limit));
+      MS_ASSIGN_OR_RETURN(bool folded, TryFold(node, ctx, rule.lower, opts.fold_limit));
       if (folded) continue;
     }
-    MS_RETURN_IF_ERROR(it->second(ctx));
+    MS_RETURN_IF_ERROR(rule.lower(ctx));
     for (const auto& out : node.output())
       if (!out.empty() && !ctx.values().count(out))
         return ctx.Error("output '" + out + "' was not produced");

@@ -184,12 +184,12 @@ Status BatchNormalization(Context& ctx) {
 }  // namespace
 
 void RegisterConvOps(OpTable& t) {
-  t["Conv"] = Conv;
-  t["MaxPool"] = PoolOp(true);
-  t["AveragePool"] = PoolOp(false);
-  t["GlobalAveragePool"] = GlobalPool(false);
-  t["GlobalMaxPool"] = GlobalPool(true);
-  t["BatchNormalization"] = BatchNormalization;
+  t["Conv"] = {Conv, 2, 3};
+  t["MaxPool"] = {PoolOp(true), 1, 1};
+  t["AveragePool"] = {PoolOp(false), 1, 1};
+  t["GlobalAveragePool"] = {GlobalPool(false), 1, 1};
+  t["GlobalMaxPool"] = {GlobalPool(true), 1, 1};
+  t["BatchNormalization"] = {BatchNormalization, 5, 5};
 }
 
 }  // namespace meshsplit::onnx_import

@@ -16,6 +16,19 @@ LowerFn BinaryOp(Opcode op) {
   };
 }
 
+// Max and Min take one or more inputs, broadcast together.
+LowerFn VariadicOp(Opcode op) {
+  return [op](Context& ctx) -> Status {
+    MS_ASSIGN_OR_RETURN(Instruction * r, ctx.Input(0));
+    for (int i = 1; i < ctx.InputCount(); ++i) {
+      MS_ASSIGN_OR_RETURN(Instruction * b, ctx.Input(i));
+      MS_ASSIGN_OR_RETURN(r, ctx.Binary(op, r, b));
+    }
+    ctx.SetOutput(0, r);
+    return Status::Ok();
+  };
+}
+
 LowerFn CompareOp(ComparisonDirection dir) {
   return [dir](Context& ctx) -> Status {
     MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
@@ -144,39 +157,39 @@ Status Relu(Context& ctx) {
 }  // namespace
 
 void RegisterElementwiseOps(OpTable& t) {
-  t["Add"] = BinaryOp(Opcode::kAdd);
-  t["Sub"] = BinaryOp(Opcode::kSubtract);
-  t["Mul"] = BinaryOp(Opcode::kMultiply);
-  t["Div"] = BinaryOp(Opcode::kDivide);
-  t["Max"] = BinaryOp(Opcode::kMaximum);
-  t["Min"] = BinaryOp(Opcode::kMinimum);
-  t["And"] = BinaryOp(Opcode::kAnd);
-  t["Or"] = BinaryOp(Opcode::kOr);
-  t["Xor"] = BinaryOp(Opcode::kXor);
-  t["Equal"] = CompareOp(ComparisonDirection::kEq);
-  t["Less"] = CompareOp(ComparisonDirection::kLt);
-  t["LessOrEqual"] = CompareOp(ComparisonDirection::kLe);
-  t["Greater"] = CompareOp(ComparisonDirection::kGt);
-  t["GreaterOrEqual"] = CompareOp(ComparisonDirection::kGe);
-  t["Not"] = UnaryOp(Opcode::kNot);
-  t["Neg"] = UnaryOp(Opcode::kNegate);
-  t["Abs"] = UnaryOp(Opcode::kAbs);
-  t["Sqrt"] = UnaryOp(Opcode::kSqrt);
-  t["Exp"] = UnaryOp(Opcode::kExp);
-  t["Log"] = UnaryOp(Opcode::kLog);
-  t["Tanh"] = UnaryOp(Opcode::kTanh);
-  t["Erf"] = UnaryOp(Opcode::kErf);
-  t["Sigmoid"] = UnaryOp(Opcode::kLogistic);
-  t["Floor"] = UnaryOp(Opcode::kFloor);
-  t["Ceil"] = UnaryOp(Opcode::kCeil);
-  t["Pow"] = Pow;
-  t["Reciprocal"] = Reciprocal;
-  t["Relu"] = Relu;
-  t["Where"] = Where;
-  t["Cast"] = Cast;
-  t["Constant"] = ConstantOp;
-  t["Identity"] = Identity;
-  t["Dropout"] = Dropout;
+  t["Add"] = {BinaryOp(Opcode::kAdd), 2, 2};
+  t["Sub"] = {BinaryOp(Opcode::kSubtract), 2, 2};
+  t["Mul"] = {BinaryOp(Opcode::kMultiply), 2, 2};
+  t["Div"] = {BinaryOp(Opcode::kDivide), 2, 2};
+  t["Max"] = {VariadicOp(Opcode::kMaximum), 1, OpRule::kVariadic};
+  t["Min"] = {VariadicOp(Opcode::kMinimum), 1, OpRule::kVariadic};
+  t["And"] = {BinaryOp(Opcode::kAnd), 2, 2};
+  t["Or"] = {BinaryOp(Opcode::kOr), 2, 2};
+  t["Xor"] = {BinaryOp(Opcode::kXor), 2, 2};
+  t["Equal"] = {CompareOp(ComparisonDirection::kEq), 2, 2};
+  t["Less"] = {CompareOp(ComparisonDirection::kLt), 2, 2};
+  t["LessOrEqual"] = {CompareOp(ComparisonDirection::kLe), 2, 2};
+  t["Greater"] = {CompareOp(ComparisonDirection::kGt), 2, 2};
+  t["GreaterOrEqual"] = {CompareOp(ComparisonDirection::kGe), 2, 2};
+  t["Not"] = {UnaryOp(Opcode::kNot), 1, 1};
+  t["Neg"] = {UnaryOp(Opcode::kNegate), 1, 1};
+  t["Abs"] = {UnaryOp(Opcode::kAbs), 1, 1};
+  t["Sqrt"] = {UnaryOp(Opcode::kSqrt), 1, 1};
+  t["Exp"] = {UnaryOp(Opcode::kExp), 1, 1};
+  t["Log"] = {UnaryOp(Opcode::kLog), 1, 1};
+  t["Tanh"] = {UnaryOp(Opcode::kTanh), 1, 1};
+  t["Erf"] = {UnaryOp(Opcode::kErf), 1, 1};
+  t["Sigmoid"] = {UnaryOp(Opcode::kLogistic), 1, 1};
+  t["Floor"] = {UnaryOp(Opcode::kFloor), 1, 1};
+  t["Ceil"] = {UnaryOp(Opcode::kCeil), 1, 1};
+  t["Pow"] = {Pow, 2, 2};
+  t["Reciprocal"] = {Reciprocal, 1, 1};
+  t["Relu"] = {Relu, 1, 1};
+  t["Where"] = {Where, 3, 3};
+  t["Cast"] = {Cast, 1, 1};
+  t["Constant"] = {ConstantOp, 0, 0};
+  t["Identity"] = {Identity, 1, 1};
+  t["Dropout"] = {Dropout, 1, 3};
 }
 
 }  // namespace meshsplit::onnx_import

@@ -185,14 +185,14 @@ LowerFn SoftmaxOp(bool log) {
 }  // namespace
 
 void RegisterNnOps(OpTable& t) {
-  t["MatMul"] = MatMul;
-  t["Gemm"] = Gemm;
-  t["ReduceSum"] = ReduceOp(ReduceKind::kSum);
-  t["ReduceMean"] = ReduceOp(ReduceKind::kMean);
-  t["ReduceMax"] = ReduceOp(ReduceKind::kMax);
-  t["ReduceMin"] = ReduceOp(ReduceKind::kMin);
-  t["Softmax"] = SoftmaxOp(false);
-  t["LogSoftmax"] = SoftmaxOp(true);
+  t["MatMul"] = {MatMul, 2, 2};
+  t["Gemm"] = {Gemm, 2, 3};
+  t["ReduceSum"] = {ReduceOp(ReduceKind::kSum), 1, 2};
+  t["ReduceMean"] = {ReduceOp(ReduceKind::kMean), 1, 1};
+  t["ReduceMax"] = {ReduceOp(ReduceKind::kMax), 1, 1};
+  t["ReduceMin"] = {ReduceOp(ReduceKind::kMin), 1, 1};
+  t["Softmax"] = {SoftmaxOp(false), 1, 1};
+  t["LogSoftmax"] = {SoftmaxOp(true), 1, 1};
 }
 
 }  // namespace meshsplit::onnx_import

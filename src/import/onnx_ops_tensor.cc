@@ -185,7 +185,6 @@ Status Split(Context& ctx) {
 }
 
 Status Concat(Context& ctx) {
-  if (ctx.InputCount() == 0) return ctx.Error("Concat has no inputs");
   std::vector<Instruction*> ins;
   for (int i = 0; i < ctx.InputCount(); ++i) {
     MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(i));
@@ -394,20 +393,20 @@ Status ScatterElements(Context& ctx) {
 }  // namespace
 
 void RegisterTensorOps(OpTable& t) {
-  t["Reshape"] = ReshapeOp;
-  t["Flatten"] = Flatten;
-  t["Unsqueeze"] = Unsqueeze;
-  t["Squeeze"] = Squeeze;
-  t["Transpose"] = TransposeOp;
-  t["Slice"] = SliceOp;
-  t["Split"] = Split;
-  t["Concat"] = Concat;
-  t["Expand"] = Expand;
-  t["Shape"] = ShapeOp;
-  t["ConstantOfShape"] = ConstantOfShape;
-  t["Gather"] = GatherOp;
-  t["GatherElements"] = GatherElements;
-  t["ScatterElements"] = ScatterElements;
+  t["Reshape"] = {ReshapeOp, 2, 2};
+  t["Flatten"] = {Flatten, 1, 1};
+  t["Unsqueeze"] = {Unsqueeze, 1, 2};
+  t["Squeeze"] = {Squeeze, 1, 2};
+  t["Transpose"] = {TransposeOp, 1, 1};
+  t["Slice"] = {SliceOp, 1, 5};
+  t["Split"] = {Split, 1, 2};
+  t["Concat"] = {Concat, 1, OpRule::kVariadic};
+  t["Expand"] = {Expand, 2, 2};
+  t["Shape"] = {ShapeOp, 1, 1};
+  t["ConstantOfShape"] = {ConstantOfShape, 1, 1};
+  t["Gather"] = {GatherOp, 2, 2};
+  t["GatherElements"] = {GatherElements, 2, 2};
+  t["ScatterElements"] = {ScatterElements, 3, 3};
 }
 
 }  // namespace meshsplit::onnx_import

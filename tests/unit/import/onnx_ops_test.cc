@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #ifdef MESHSPLIT_HAVE_ONNX
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -214,6 +215,48 @@ TEST(OnnxOps, AttributeOfTheWrongKindIsAnError) {
   m = twice.Import("kind");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status().message(), "kind.onnx: node 'sm' (op Softmax): attribute 'axis' is given twice");
+}
+
+// Max and Min are variadic (the third input was ignored); an op given more
+// inputs than its schema has is refused instead of reading the first ones.
+TEST(OnnxOps, InputCountsFollowTheSchema) {
+  Graph g;
+  g.Input("a", {3});
+  g.Input("b", {3});
+  g.Input("c", {1});
+  g.Node("Max", {"a", "b", "c"}, {"mx"});
+  g.Node("Min", {"a"}, {"mn"});
+  g.Output("mx");
+  g.Output("mn");
+  auto m = g.Import();
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  Literal a(Shape(PrimitiveType::F32, {3})), b(a.shape()), c(Shape(PrimitiveType::F32, {1}));
+  for (int i = 0; i < 3; ++i) {
+    a.SetDouble(i, i);
+    b.SetDouble(i, 2 - i);
+  }
+  c.SetDouble(0, 1.5);
+  auto outs = RunModel(**m, {std::move(a), std::move(b), std::move(c)});
+  ASSERT_EQ(outs.size(), 2u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(outs[0].GetDouble(i), std::max({double(i), double(2 - i), 1.5}));
+    EXPECT_EQ(outs[1].GetDouble(i), i);
+  }
+
+  Graph extra;
+  extra.Input("x", {2});
+  extra.Node("Relu", {"x", "x"}, {"y"}, "r");
+  extra.Output("y");
+  auto bad = extra.Import("arity");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "arity.onnx: node 'r' (op Relu): takes 1 input, got 2");
+  Graph few;
+  few.Input("x", {2});
+  few.Node("Gemm", {"x"}, {"y"}, "g");
+  few.Output("y");
+  bad = few.Import("arity");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "arity.onnx: node 'g' (op Gemm): takes 2 to 3 inputs, got 1");
 }
 
 TEST(OnnxOps, GatherWrapsNegativeIndices) {
