@@ -3,6 +3,7 @@
 // lowering mistake surfaces as an error naming the ONNX node.
 #include "import/onnx_context.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "ir/shape_inference.h"
@@ -214,36 +215,45 @@ const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::str
   return nullptr;
 }
 
-Status CheckAttributeKinds(const Context& ctx, const onnx::NodeProto& node) {
+Status CheckAttributes(const Context& ctx, const onnx::NodeProto& node, const OpRule& rule) {
   using AP = onnx::AttributeProto;
-  // Every attribute name a lowering reads, with the kind it reads it as.
+  // The kind of every attribute name in the schemas of the ops the importer
+  // lowers (opsets 7 to 17); a name means one kind across those ops.
   static const std::unordered_map<std::string, AP::AttributeType> kKinds = {
-      {"allowzero", AP::INT},     {"axis", AP::INT},
-      {"ceil_mode", AP::INT},     {"count_include_pad", AP::INT},
-      {"end", AP::INT},           {"group", AP::INT},
-      {"keepdims", AP::INT},      {"noop_with_empty_axes", AP::INT},
-      {"start", AP::INT},         {"to", AP::INT},
-      {"training_mode", AP::INT}, {"transA", AP::INT},
-      {"transB", AP::INT},        {"value_int", AP::INT},
-      {"alpha", AP::FLOAT},       {"beta", AP::FLOAT},
-      {"epsilon", AP::FLOAT},     {"value_float", AP::FLOAT},
-      {"axes", AP::INTS},         {"dilations", AP::INTS},
-      {"kernel_shape", AP::INTS}, {"pads", AP::INTS},
-      {"perm", AP::INTS},         {"split", AP::INTS},
-      {"strides", AP::INTS},      {"value_ints", AP::INTS},
-      {"value_floats", AP::FLOATS}, {"auto_pad", AP::STRING},
-      {"reduction", AP::STRING},  {"value", AP::TENSOR},
+      {"allowzero", AP::INT},        {"axis", AP::INT},
+      {"ceil_mode", AP::INT},        {"count_include_pad", AP::INT},
+      {"end", AP::INT},              {"group", AP::INT},
+      {"keepdims", AP::INT},         {"noop_with_empty_axes", AP::INT},
+      {"seed", AP::INT},             {"spatial", AP::INT},
+      {"start", AP::INT},            {"storage_order", AP::INT},
+      {"to", AP::INT},               {"training_mode", AP::INT},
+      {"transA", AP::INT},           {"transB", AP::INT},
+      {"value_int", AP::INT},        {"alpha", AP::FLOAT},
+      {"beta", AP::FLOAT},           {"epsilon", AP::FLOAT},
+      {"momentum", AP::FLOAT},       {"ratio", AP::FLOAT},
+      {"value_float", AP::FLOAT},    {"axes", AP::INTS},
+      {"dilations", AP::INTS},       {"ends", AP::INTS},
+      {"kernel_shape", AP::INTS},    {"pads", AP::INTS},
+      {"perm", AP::INTS},            {"split", AP::INTS},
+      {"starts", AP::INTS},          {"strides", AP::INTS},
+      {"value_ints", AP::INTS},      {"value_floats", AP::FLOATS},
+      {"auto_pad", AP::STRING},      {"reduction", AP::STRING},
+      {"value_string", AP::STRING},  {"value_strings", AP::STRINGS},
+      {"value", AP::TENSOR},         {"sparse_value", AP::SPARSE_TENSOR},
   };
   for (int i = 0; i < node.attribute_size(); ++i) {
     const AP& a = node.attribute(i);
     for (int j = 0; j < i; ++j)
       if (node.attribute(j).name() == a.name())
         return ctx.Error("attribute '" + a.name() + "' is given twice");
+    if (std::find(rule.attributes.begin(), rule.attributes.end(), a.name()) ==
+        rule.attributes.end())
+      return ctx.Error("attribute '" + a.name() + "' is not in the op's schema");
     auto it = kKinds.find(a.name());
-    if (it == kKinds.end() || a.type() == it->second) continue;
-    return ctx.Error("attribute '" + a.name() + "' must be " +
-                     AP::AttributeType_Name(it->second) + ", got " +
-                     AP::AttributeType_Name(a.type()));
+    if (it != kKinds.end() && a.type() != it->second)
+      return ctx.Error("attribute '" + a.name() + "' must be " +
+                       AP::AttributeType_Name(it->second) + ", got " +
+                       AP::AttributeType_Name(a.type()));
   }
   return Status::Ok();
 }

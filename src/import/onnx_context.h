@@ -79,9 +79,7 @@ class Context {
 };
 
 // Attribute access on a node. The accessors read the payload field of the
-// kind they name, so CheckAttributeKinds runs on every node before it is
-// lowered: an attribute of another kind (axis as a FLOAT) would read as 0.
-Status CheckAttributeKinds(const Context& ctx, const onnx::NodeProto& node);
+// kind they name: CheckAttributes runs on every node before it is lowered.
 const onnx::AttributeProto* FindAttr(const onnx::NodeProto& node, const std::string& name);
 int64_t AttrInt(const onnx::NodeProto& node, const std::string& name, int64_t def);
 float AttrFloat(const onnx::NodeProto& node, const std::string& name, float def);
@@ -95,16 +93,22 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t);
 StatusOr<int64_t> NormAxis(const Context& ctx, int64_t axis, int64_t rank);
 
 using LowerFn = std::function<Status(Context&)>;
-// An op's lowering and how many input slots the ONNX schema gives it (an
-// omitted optional input is an empty name and still takes its slot): inputs
-// past the last are refused rather than ignored.
+// An op's lowering, how many input slots the ONNX schema gives it (an omitted
+// optional input is an empty name and still takes its slot) and the names of
+// its schema's attributes. Inputs past the last and attributes outside the
+// schema are refused rather than ignored.
 struct OpRule {
   static constexpr int kVariadic = 1 << 30;
   LowerFn lower;
   int min_inputs;
   int max_inputs;
+  std::vector<std::string> attributes;
 };
 using OpTable = std::unordered_map<std::string, OpRule>;
+
+// The node's attributes are its op's and of the kind the schema gives them
+// (axis as a FLOAT would read as 0), each given once.
+Status CheckAttributes(const Context& ctx, const onnx::NodeProto& node, const OpRule& rule);
 void RegisterElementwiseOps(OpTable& table);
 void RegisterTensorOps(OpTable& table);
 void RegisterNnOps(OpTable& table);

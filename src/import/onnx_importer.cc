@@ -183,7 +183,7 @@ StatusOr<std::unique_ptr<Module>> ImportOnnxBytes(const std::string& bytes,
       want += want == "1" || want == "at least 1" ? " input" : " inputs";
       return ctx.Error("takes " + want + ", got " + std::to_string(node.input_size()));
     }
-    MS_RETURN_IF_ERROR(CheckAttributeKinds(ctx, node));
+    MS_RETURN_IF_ERROR(CheckAttributes(ctx, node, rule));
     bool all_const = node.op_type() != "Constant";
     for (const auto& in : node.input()) {
       if (in.empty()) continue;

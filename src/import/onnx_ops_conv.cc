@@ -160,6 +160,8 @@ LowerFn GlobalPool(bool max) {
 Status BatchNormalization(Context& ctx) {
   if (AttrInt(ctx.node(), "training_mode", 0))
     return ctx.Error("training_mode=1 is not supported");
+  if (AttrInt(ctx.node(), "spatial", 1) != 1)
+    return ctx.Error("spatial=0 (statistics per element, opset < 9) is not supported");
   MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(0));
   std::vector<Instruction*> p(4);
   for (int i = 0; i < 4; ++i) {
@@ -184,12 +186,15 @@ Status BatchNormalization(Context& ctx) {
 }  // namespace
 
 void RegisterConvOps(OpTable& t) {
-  t["Conv"] = {Conv, 2, 3};
-  t["MaxPool"] = {PoolOp(true), 1, 1};
-  t["AveragePool"] = {PoolOp(false), 1, 1};
+  t["Conv"] = {Conv, 2, 3, {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"}};
+  t["MaxPool"] = {PoolOp(true), 1, 1,
+        {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"}};
+  t["AveragePool"] = {PoolOp(false), 1, 1,
+        {"auto_pad", "ceil_mode", "count_include_pad", "kernel_shape", "pads", "strides"}};
   t["GlobalAveragePool"] = {GlobalPool(false), 1, 1};
   t["GlobalMaxPool"] = {GlobalPool(true), 1, 1};
-  t["BatchNormalization"] = {BatchNormalization, 5, 5};
+  t["BatchNormalization"] = {BatchNormalization, 5, 5,
+        {"epsilon", "momentum", "spatial", "training_mode"}};
 }
 
 }  // namespace meshsplit::onnx_import

@@ -55,8 +55,22 @@ Status Identity(Context& ctx) {
 }
 
 // Dropout at inference: the identity; the optional mask output is all true.
+// Inference Dropout is the identity. Training mode drops at random, which a
+// reproducible program cannot do: refused unless the ratio is constant 0.
 Status Dropout(Context& ctx) {
   MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
+  if (ctx.HasInput(2)) {
+    MS_ASSIGN_OR_RETURN(std::vector<int64_t> training, ctx.ConstInts(2));
+    bool zero_ratio = false;
+    if (ctx.HasInput(1)) {
+      MS_ASSIGN_OR_RETURN(Instruction * ratio, ctx.Input(1));
+      zero_ratio = ratio->opcode() == Opcode::kConstant &&
+                   ratio->literal().element_count() == 1 && ratio->literal().GetDouble(0) == 0;
+    }
+    if (training.size() != 1) return ctx.Error("training_mode must have one value");
+    if (training[0] && !zero_ratio)
+      return ctx.Error("Dropout in training mode (random) is not supported");
+  }
   ctx.SetOutput(0, a);
   if (ctx.node().output_size() > 1 && !ctx.node().output(1).empty()) {
     Attributes attrs;
@@ -186,10 +200,12 @@ void RegisterElementwiseOps(OpTable& t) {
   t["Reciprocal"] = {Reciprocal, 1, 1};
   t["Relu"] = {Relu, 1, 1};
   t["Where"] = {Where, 3, 3};
-  t["Cast"] = {Cast, 1, 1};
-  t["Constant"] = {ConstantOp, 0, 0};
+  t["Cast"] = {Cast, 1, 1, {"to"}};
+  t["Constant"] = {ConstantOp, 0, 0,
+        {"sparse_value", "value", "value_float", "value_floats", "value_int", "value_ints",
+         "value_string", "value_strings"}};
   t["Identity"] = {Identity, 1, 1};
-  t["Dropout"] = {Dropout, 1, 3};
+  t["Dropout"] = {Dropout, 1, 3, {"ratio", "seed"}};
 }
 
 }  // namespace meshsplit::onnx_import

@@ -112,6 +112,10 @@ Status TransposeOp(Context& ctx) {
 }
 
 Status SliceOp(Context& ctx) {
+  if (FindAttr(ctx.node(), "starts") || FindAttr(ctx.node(), "ends") ||
+      FindAttr(ctx.node(), "axes"))
+    return ctx.Error("starts/ends/axes as attributes (opset < 10) are not supported; "
+                     "give them as inputs");
   MS_ASSIGN_OR_RETURN(Instruction * x, ctx.Input(0));
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ctx.ConstInts(1));
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> ends, ctx.ConstInts(2));
@@ -393,20 +397,20 @@ Status ScatterElements(Context& ctx) {
 }  // namespace
 
 void RegisterTensorOps(OpTable& t) {
-  t["Reshape"] = {ReshapeOp, 2, 2};
-  t["Flatten"] = {Flatten, 1, 1};
-  t["Unsqueeze"] = {Unsqueeze, 1, 2};
-  t["Squeeze"] = {Squeeze, 1, 2};
-  t["Transpose"] = {TransposeOp, 1, 1};
-  t["Slice"] = {SliceOp, 1, 5};
-  t["Split"] = {Split, 1, 2};
-  t["Concat"] = {Concat, 1, OpRule::kVariadic};
+  t["Reshape"] = {ReshapeOp, 2, 2, {"allowzero"}};
+  t["Flatten"] = {Flatten, 1, 1, {"axis"}};
+  t["Unsqueeze"] = {Unsqueeze, 1, 2, {"axes"}};
+  t["Squeeze"] = {Squeeze, 1, 2, {"axes"}};
+  t["Transpose"] = {TransposeOp, 1, 1, {"perm"}};
+  t["Slice"] = {SliceOp, 1, 5, {"axes", "ends", "starts"}};
+  t["Split"] = {Split, 1, 2, {"axis", "split"}};
+  t["Concat"] = {Concat, 1, OpRule::kVariadic, {"axis"}};
   t["Expand"] = {Expand, 2, 2};
-  t["Shape"] = {ShapeOp, 1, 1};
-  t["ConstantOfShape"] = {ConstantOfShape, 1, 1};
-  t["Gather"] = {GatherOp, 2, 2};
-  t["GatherElements"] = {GatherElements, 2, 2};
-  t["ScatterElements"] = {ScatterElements, 3, 3};
+  t["Shape"] = {ShapeOp, 1, 1, {"end", "start"}};
+  t["ConstantOfShape"] = {ConstantOfShape, 1, 1, {"value"}};
+  t["Gather"] = {GatherOp, 2, 2, {"axis"}};
+  t["GatherElements"] = {GatherElements, 2, 2, {"axis"}};
+  t["ScatterElements"] = {ScatterElements, 3, 3, {"axis", "reduction"}};
 }
 
 }  // namespace meshsplit::onnx_import

@@ -259,6 +259,30 @@ TEST(OnnxOps, InputCountsFollowTheSchema) {
   EXPECT_EQ(bad.status().message(), "arity.onnx: node 'g' (op Gemm): takes 2 to 3 inputs, got 1");
 }
 
+// An attribute outside the op's schema, or a schema attribute whose meaning
+// is not implemented, is refused: ignoring it gave a different program.
+TEST(OnnxOps, AttributesOutsideWhatIsLoweredAreErrors) {
+  Graph g;
+  g.Input("x", {2});
+  AddIntAttr(g.Node("Relu", {"x"}, {"y"}, "r"), "alpha", 1);
+  g.Output("y");
+  auto m = g.Import("attr");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "attr.onnx: node 'r' (op Relu): attribute 'alpha' is not in the op's schema");
+
+  Graph drop;
+  drop.Input("x", {2});
+  drop.Input("ratio", {});
+  drop.Ints("train", {1}, {});
+  drop.Node("Dropout", {"x", "ratio", "train"}, {"y"}, "d");
+  drop.Output("y");
+  m = drop.Import("attr");
+  ASSERT_FALSE(m.ok());
+  EXPECT_EQ(m.status().message(),
+            "attr.onnx: node 'd' (op Dropout): Dropout in training mode (random) is not supported");
+}
+
 TEST(OnnxOps, GatherWrapsNegativeIndices) {
   Graph g;
   g.Input("data", {4, 3});
