@@ -352,8 +352,9 @@ StatusOr<Literal> TensorToLiteral(const onnx::TensorProto& t) {
     if (FieldSize(t, other) == 0 || (other == field && !t.has_raw_data())) continue;
     // Reading values from a field the type does not name would convert them
     // (f16 bit patterns read as integers): refuse instead.
-    return Status::Error("tensor '" + t.name() + "' of type " + std::string(PrimitiveTypeName(type)) +
-                         " has values in " + FieldName(other) +
+    return Status::Error("tensor '" + t.name() + "' of type " +
+                         std::string(PrimitiveTypeName(type)) + " has values in " +
+                         FieldName(other) +
                          (t.has_raw_data() ? " besides raw_data"
                                            : std::string("; its type keeps them in ") +
                                                  FieldName(field)));

@@ -55,8 +55,8 @@ Status Identity(Context& ctx) {
 }
 
 // Dropout at inference: the identity; the optional mask output is all true.
-// Inference Dropout is the identity. Training mode drops at random, which a
-// reproducible program cannot do: refused unless the ratio is constant 0.
+// Training mode drops at random, which a reproducible program cannot do: it
+// is refused unless the ratio is constant 0.
 Status Dropout(Context& ctx) {
   MS_ASSIGN_OR_RETURN(Instruction * a, ctx.Input(0));
   if (ctx.HasInput(2)) {

@@ -187,7 +187,8 @@ LowerFn SoftmaxOp(bool log) {
 void RegisterNnOps(OpTable& t) {
   t["MatMul"] = {MatMul, 2, 2};
   t["Gemm"] = {Gemm, 2, 3, {"alpha", "beta", "transA", "transB"}};
-  t["ReduceSum"] = {ReduceOp(ReduceKind::kSum), 1, 2, {"axes", "keepdims", "noop_with_empty_axes"}};
+  t["ReduceSum"] = {ReduceOp(ReduceKind::kSum), 1, 2,
+        {"axes", "keepdims", "noop_with_empty_axes"}};
   t["ReduceMean"] = {ReduceOp(ReduceKind::kMean), 1, 1, {"axes", "keepdims"}};
   t["ReduceMax"] = {ReduceOp(ReduceKind::kMax), 1, 1, {"axes", "keepdims"}};
   t["ReduceMin"] = {ReduceOp(ReduceKind::kMin), 1, 1, {"axes", "keepdims"}};
