@@ -2,7 +2,9 @@
 // and map. Each has a general path that calls the attached computation per
 // element (any variadic reducer or comparator) and a fast path for the common
 // scalar reducers (add/multiply/maximum/minimum/and/or/xor) and comparators
-// (one compare of a parameter pair), which run as typed loops.
+// (one compare of a parameter pair), which run as typed loops. Between the
+// two, single-result reducers and comparators that are plain scalar
+// arithmetic run as a compiled ScalarProgram.
 #include <algorithm>
 #include <cstring>
 
@@ -51,6 +53,34 @@ std::vector<Shape> ResultShapes(const Shape& s) {
   if (s.IsTuple()) return s.tuple_shapes();
   return {s};
 }
+
+// A single-result reducer that is plain scalar arithmetic over elements of
+// type t (a select, a clamp, a reducer returning one of its parameters...),
+// compiled once: interpreting it per element costs a Literal per argument and
+// made a reduce-window over a few million elements take a minute.
+class CompiledReducer {
+ public:
+  static std::optional<CompiledReducer> Make(const Computation* c, PrimitiveType t) {
+    if (c == nullptr || !ScalarProgramsEnabled()) return std::nullopt;
+    std::optional<ScalarProgram> p = ScalarProgram::Compile(*c);
+    if (!p || p->param_count() != 2 || p->param_type(0) != t || p->param_type(1) != t ||
+        p->root_type() != t)
+      return std::nullopt;
+    return CompiledReducer(std::move(*p), ByteWidth(t));
+  }
+  // acc = reducer(acc, x), both pointing at element storage.
+  void Apply(uint8_t* acc, const uint8_t* x) const {
+    const void* args[2] = {acc, x};
+    uint64_t bits = program_.Run(args);
+    std::memcpy(acc, &bits, width_);  // the bits are little-endian, zero-extended
+  }
+  int64_t width() const { return width_; }
+
+ private:
+  CompiledReducer(ScalarProgram p, int64_t width) : program_(std::move(p)), width_(width) {}
+  ScalarProgram program_;
+  int64_t width_;
+};
 
 // Reduce over `reduced` dims with a scalar binary reducer. Accumulates into
 // `out` (pre-filled with the init value) in row-major input order; Round
@@ -283,6 +313,19 @@ StatusOr<Literal> EvalReduce(KernelArgs& k) {
   }
   int64_t total = in_shape.ElementCount();
   std::vector<int64_t> idx(r, 0);
+  std::optional<CompiledReducer> compiled;
+  if (n == 1 && shapes[0].element_type() == t) compiled = CompiledReducer::Make(instr.to_apply(), t);
+  if (compiled) {
+    uint8_t* acc = outs[0].raw();
+    const uint8_t* in = k.op(0).raw();
+    int64_t width = compiled->width();
+    for (int64_t e = 0; e < total; ++e, NextIndex(idx, in_dims)) {
+      int64_t o = 0;
+      for (int d = 0; d < r; ++d) o += idx[d] * out_strides[d];
+      compiled->Apply(acc + o * width, in + e * width);
+    }
+    return MakeResult(std::move(outs));
+  }
   std::vector<Literal> scalars(2 * n);
   std::vector<const Literal*> args(2 * n);
   for (int64_t e = 0; e < total; ++e) {
@@ -359,6 +402,17 @@ StatusOr<Literal> EvalReduceWindow(KernelArgs& k) {
   for (size_t i = 0; i < n; ++i) {
     outs.emplace_back(Shape(shapes[i].element_type(), out_dims));
     FillWith(outs.back(), k.op(n + i));
+  }
+  std::optional<CompiledReducer> compiled;
+  if (n == 1 && shapes[0].element_type() == t) compiled = CompiledReducer::Make(instr.to_apply(), t);
+  if (compiled) {
+    uint8_t* acc = outs[0].raw();
+    const uint8_t* in = k.op(0).raw();
+    int64_t width = compiled->width();
+    ForEachWindowElement(tables, w, in_dims, out_dims, [&](int64_t oi, int64_t ii) {
+      compiled->Apply(acc + oi * width, in + ii * width);
+    });
+    return MakeResult(std::move(outs));
   }
   Status status;
   std::vector<Literal> scalars(2 * n);

@@ -263,5 +263,73 @@ ENTRY e {
   ExpectNear(out, {4, 6, 8, 10});
 }
 
+
+// Reducers outside the add/max/... kinds: a select on a comparison, a
+// reducer that returns one of its parameters, integer arithmetic and a bf16
+// expression. They run compiled (CompiledReducer) when fast paths are on and
+// through the interpreter when off; both must give the same values, the
+// same bits but for the sign and payload of NaNs (which XLA leaves open).
+constexpr const char* kGeneralReducers[][2] = {
+    {"f32", "  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"
+            "  c = pred[] compare(a, b), direction=GT\n  ROOT r = f32[] select(c, a, b)\n"},
+    // No ROOT: the last instruction, parameter 1, is the result.
+    {"f32", "  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n"},
+    {"f32", "  b = f32[] parameter(1)\n  a = f32[] parameter(0)\n"},
+    {"s32", "  a = s32[] parameter(0)\n  b = s32[] parameter(1)\n  m = s32[] multiply(a, b)\n"
+            "  k = s32[] constant(7)\n  ROOT r = s32[] xor(m, k)\n"},
+    {"bf16", "  a = bf16[] parameter(0)\n  b = bf16[] parameter(1)\n"
+             "  s = bf16[] subtract(a, b)\n  ROOT r = bf16[] multiply(s, b)\n"},
+};
+
+std::string GeneralReducer(const char* body) { return std::string("red {\n") + body + "}\n"; }
+
+PrimitiveType TypeNamed(const std::string& t) {
+  if (t == "s32") return PrimitiveType::S32;
+  if (t == "bf16") return PrimitiveType::BF16;
+  return PrimitiveType::F32;
+}
+
+TEST(CompiledReducer, ReduceWithGeneralReducersMatchesInterpreter) {
+  for (const auto& [type, body] : kGeneralReducers) {
+    std::string t = type;
+    std::string hlo = GeneralReducer(body) + "ENTRY e {\n  x = " + t +
+                      "[5,6,7] parameter(0)\n  z = " + t + "[] constant(1)\n  ROOT w = " + t +
+                      "[6] reduce(x, z), dimensions={0,2}, to_apply=red\n}\n";
+    ExpectFastMatchesGeneric(hlo, {Shape(TypeNamed(t), {5, 6, 7})}, 51, /*nan_agnostic=*/true);
+  }
+}
+
+TEST(CompiledReducer, ReduceWindowWithGeneralReducersMatchesInterpreter) {
+  for (const auto& [type, body] : kGeneralReducers) {
+    std::string t = type;
+    std::string hlo = GeneralReducer(body) + "ENTRY e {\n  x = " + t +
+                      "[3,5,4] parameter(0)\n  z = " + t + "[] constant(0)\n  ROOT w = " + t +
+                      "[3,6,3] reduce-window(x, z), window={size=2x3x2 stride=1x2x1 "
+                      "pad=1_0x3_3x0_0 lhs_dilate=1x2x1 rhs_dilate=1x2x1}, to_apply=red\n}\n";
+    ExpectFastMatchesGeneric(hlo, {Shape(TypeNamed(t), {3, 5, 4})}, 61, /*nan_agnostic=*/true);
+  }
+}
+
+TEST(CompiledReducer, LastElementReducerValuesByHand) {
+  // A reducer returning its second parameter keeps the last element of each
+  // window in window order; padding positions are skipped, so the padded
+  // window at the end still ends on x[2].
+  Literal out = RunHlo(R"(
+red {
+  a = f32[] parameter(0)
+  ROOT b = f32[] parameter(1)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  z = f32[] constant(-1)
+  ROOT w = f32[3] reduce-window(x, z), window={size=2 pad=0_1}, to_apply=red
+})", [] {
+    std::vector<Literal> a;
+    a.push_back(F32({3}, {10, 20, 30}));
+    return a;
+  }());
+  ExpectNear(out, {20, 30, 30});
+}
+
 }  // namespace
 }  // namespace meshsplit::rttest
