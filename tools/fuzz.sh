@@ -3,7 +3,7 @@
 # docs/fuzzing.md) over seed corpora gathered from tests/, examples/ and,
 # when present, ../shared.
 #
-#   tools/fuzz.sh [--runs N | --seconds S] [--seed K] [--ci] [TARGET...]
+#   tools/fuzz.sh [--runs N | --seconds S] [--seed K] [--ci] [--preset P] [TARGET...]
 #
 # Default: every target for 600 s each (--seconds), seeds from tests/,
 # examples/ and ../shared; the inputs libFuzzer finds new coverage with are
@@ -13,11 +13,14 @@
 # off (setarch -R) so a run replays in its checkout. Crash inputs are written to
 # build/asan-ubsan/fuzz/artifacts/TARGET/. Prints one line per target (runs
 # executed, seconds, crashes) and exits 1 when any target crashed.
-# Builds the targets first unless MESHSPLIT_FUZZ_NO_BUILD=1.
+# --preset fuzz runs the targets of the fuzz preset (-O2, UBSan only: several
+# times the executions per second, no memory-error detection) from build/fuzz;
+# the default is asan-ubsan. Builds the targets first unless
+# MESHSPLIT_FUZZ_NO_BUILD=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-build=build/asan-ubsan
+preset=asan-ubsan
 runs=""
 seconds=""
 seed=1
@@ -29,11 +32,16 @@ while (($#)); do
     --seconds) seconds=$2; shift 2 ;;
     --seed) seed=$2; shift 2 ;;
     --ci) ci=1; shift ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --preset) preset=$2; shift 2 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     -*) echo "fuzz.sh: error: unknown option $1" >&2; exit 2 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
+case $preset in
+  asan-ubsan|fuzz) build=build/$preset ;;
+  *) echo "fuzz.sh: error: --preset is asan-ubsan or fuzz, not $preset" >&2; exit 2 ;;
+esac
 if [[ -z $runs && -z $seconds ]]; then
   if ((ci)); then runs=3000; else seconds=600; fi
 fi
@@ -41,8 +49,8 @@ all=(fuzz_hlo_parser fuzz_propagate fuzz_partition fuzz_shard_spec fuzz_npy fuzz
 ((${#targets[@]})) || targets=("${all[@]}")
 
 if [[ ${MESHSPLIT_FUZZ_NO_BUILD:-0} != 1 ]]; then
-  cmake --preset asan-ubsan >/dev/null
-  cmake --build --preset asan-ubsan -j "$(nproc)" --target fuzz_targets
+  cmake --preset "$preset" >/dev/null
+  cmake --build --preset "$preset" -j "$(nproc)" --target fuzz_targets
 fi
 
 shared=$root/../shared

@@ -91,6 +91,12 @@ class Inferrer {
       return Err("result must be an array but is declared ", Str(declared_));
     return Status::Ok();
   }
+  // An uninterpreted integer-list attribute; absent is the empty list.
+  StatusOr<std::vector<int64_t>> IntList(const std::string& name) const {
+    const std::string* text = a_.FindExtra(name);
+    if (text == nullptr) return std::vector<int64_t>{};
+    return ParseIntListAttribute(name, *text, instr_.loc());
+  }
   Status Scalar(int i, const char* what) const {
     if (!op(i).IsArray() || op(i).rank() != 0)
       return Err(what, " (operand ", i, ") must be a scalar but has shape ",
@@ -634,8 +640,7 @@ StatusOr<Shape> Inferrer::Fft() {
   const std::string* type = a_.FindExtra("fft_type");
   const std::string* len_text = a_.FindExtra("fft_length");
   if (type == nullptr || len_text == nullptr) return declared_;  // trust
-  StatusOr<std::vector<int64_t>> len =
-      ParseIntListAttribute("fft_length", *len_text, instr_.loc());
+  StatusOr<std::vector<int64_t>> len = IntList("fft_length");
   if (!len.ok()) return len.status();
   if (len->empty() || len->size() > 3 ||
       std::any_of(len->begin(), len->end(), [](int64_t l) { return l < 0; }))
@@ -1032,10 +1037,15 @@ StatusOr<Shape> Inferrer::Run() {
                                             : op(0).element_type();
       return InferDotShape(op(0), op(1), dn, t);
     }
-    case Opcode::kRaggedDot:
+    case Opcode::kRaggedDot: {
+      MS_RETURN_IF_ERROR(Count(3));
       MS_RETURN_IF_ERROR(AllArrays());
       MS_RETURN_IF_ERROR(DeclaredArray());
-      return declared_;  // ragged dimension numbers are kept uninterpreted
+      MS_ASSIGN_OR_RETURN(std::vector<int64_t> ragged, IntList("lhs_ragged_dims"));
+      MS_ASSIGN_OR_RETURN(std::vector<int64_t> group, IntList("rhs_group_dims"));
+      return InferRaggedDotShape(op(0), op(1), op(2), a_.dot_dnums.value_or(DotDimensionNumbers{}),
+                                 ragged, group, declared_.element_type());
+    }
     case Opcode::kConvolution: {
       if (!a_.conv_dnums.has_value()) return Err("missing dim_labels");
       PrimitiveType t = declared_.IsArray() ? declared_.element_type()

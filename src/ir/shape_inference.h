@@ -30,6 +30,18 @@ StatusOr<Shape> InferDotShape(const Shape& lhs, const Shape& rhs,
                               const DotDimensionNumbers& dnums,
                               PrimitiveType result_type);
 
+// ragged-dot (lhs, rhs, group_sizes): a dot whose lhs_ragged_dims dim is
+// split into g = group_sizes' last dim groups. Ragged non-contracting: each
+// group takes its own slice of rhs_group_dims (one rhs free dim of size g,
+// absent from the result). Ragged contracting: the result gains a leading
+// dim of size g. Ragged batch: the result is the dot's. group_sizes' leading
+// dims match lhs's leading dims.
+StatusOr<Shape> InferRaggedDotShape(const Shape& lhs, const Shape& rhs, const Shape& group_sizes,
+                                    const DotDimensionNumbers& dnums,
+                                    const std::vector<int64_t>& lhs_ragged_dims,
+                                    const std::vector<int64_t>& rhs_group_dims,
+                                    PrimitiveType result_type);
+
 // convolution with XLA's dim_labels, window and group counts. An absent
 // window means size = kernel spatial size, stride 1, no padding.
 StatusOr<Shape> InferConvolutionShape(const Shape& lhs, const Shape& rhs,

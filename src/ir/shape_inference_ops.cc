@@ -156,6 +156,64 @@ StatusOr<Shape> InferDotShape(const Shape& lhs, const Shape& rhs,
   return Shape(result_type, std::move(dims));
 }
 
+StatusOr<Shape> InferRaggedDotShape(const Shape& lhs, const Shape& rhs, const Shape& group_sizes,
+                                    const DotDimensionNumbers& d,
+                                    const std::vector<int64_t>& lhs_ragged,
+                                    const std::vector<int64_t>& rhs_group,
+                                    PrimitiveType result_type) {
+  MS_ASSIGN_OR_RETURN(Shape dot, InferDotShape(lhs, rhs, d, result_type));
+  if (!group_sizes.IsArray() || !IsInteger(group_sizes.element_type()) ||
+      group_sizes.rank() < 1)
+    return Err("group_sizes must be an integer array of rank >= 1, got ",
+               group_sizes.ToString(false));
+  if (lhs_ragged.size() != 1) return Err("lhs_ragged_dims must list one dimension");
+  if (rhs_group.size() > 1) return Err("rhs_group_dims must list at most one dimension");
+  const int64_t ragged = lhs_ragged[0];
+  if (ragged < 0 || ragged >= lhs.rank())
+    return Err("lhs_ragged_dims ", ragged, " is out of range for lhs ", lhs.ToString(false));
+  const int64_t g = group_sizes.dimensions().back();
+  const int64_t prefix = group_sizes.rank() - 1;
+  if (prefix > lhs.rank())
+    return Err("group_sizes ", group_sizes.ToString(false), " has more leading dims than lhs ",
+               lhs.ToString(false));
+  for (int64_t i = 0; i < prefix; ++i)
+    if (group_sizes.dimensions(i) != lhs.dimensions(i))
+      return Err("group_sizes dimension ", i, " has size ", group_sizes.dimensions(i),
+                 " but lhs dimension ", i, " has ", lhs.dimensions(i));
+  const bool contracting = Contains(d.lhs_contracting_dimensions, ragged);
+  const bool batch = Contains(d.lhs_batch_dimensions, ragged);
+  if (contracting || batch) {
+    if (!rhs_group.empty())
+      return Err("rhs_group_dims is only allowed with a ragged non-contracting dimension");
+    if (!contracting) return dot;
+    std::vector<int64_t> dims = dot.dimensions();
+    dims.insert(dims.begin(), g);
+    return Shape(result_type, std::move(dims));
+  }
+  if (rhs_group.size() != 1)
+    return Err("a ragged non-contracting dimension needs one rhs_group_dims");
+  const int64_t group = rhs_group[0];
+  if (group < 0 || group >= rhs.rank() || Contains(d.rhs_batch_dimensions, group) ||
+      Contains(d.rhs_contracting_dimensions, group))
+    return Err("rhs_group_dims ", group, " is not a free dimension of rhs ",
+               rhs.ToString(false));
+  if (rhs.dimensions(group) != g)
+    return Err("rhs group dimension has size ", rhs.dimensions(group), " but there are ", g,
+               " groups");
+  // The dot's dims end with rhs's free dims in order; drop the group dim.
+  std::vector<int64_t> dims = dot.dimensions();
+  int64_t rhs_free_before = 0;
+  for (int64_t i = 0; i < group; ++i)
+    if (!Contains(d.rhs_batch_dimensions, i) && !Contains(d.rhs_contracting_dimensions, i))
+      ++rhs_free_before;
+  int64_t rhs_free = 0;
+  for (int64_t i = 0; i < rhs.rank(); ++i)
+    if (!Contains(d.rhs_batch_dimensions, i) && !Contains(d.rhs_contracting_dimensions, i))
+      ++rhs_free;
+  dims.erase(dims.end() - rhs_free + rhs_free_before);
+  return Shape(result_type, std::move(dims));
+}
+
 StatusOr<Shape> InferConvolutionShape(const Shape& lhs, const Shape& rhs,
                                       const ConvolutionDimensionNumbers& d,
                                       const std::optional<Window>& window,

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "ir/attribute_text.h"
+#include "ir/shape_inference.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
@@ -96,48 +97,23 @@ StatusOr<Literal> EvalRaggedDot(KernelArgs& k) {
   const Shape& out_shape = instr.shape();
   if (!ls.IsArray() || !rs.IsArray() || !sizes.shape().IsArray() || !out_shape.IsArray())
     return InstrError(instr, "ragged-dot operands and result must be arrays");
-  if (!IsInteger(sizes.element_type()) || sizes.shape().rank() < 1)
-    return InstrError(instr, "group_sizes must be an integer array of rank >= 1, got " +
-                                 sizes.shape().ToString(false));
   const DotDimensionNumbers dn = instr.attrs().dot_dnums.value_or(DotDimensionNumbers{});
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> lhs_ragged,
                       ReadIntListAttribute(instr, "lhs_ragged_dims"));
   MS_ASSIGN_OR_RETURN(std::vector<int64_t> rhs_group,
                       ReadIntListAttribute(instr, "rhs_group_dims"));
-  if (lhs_ragged.size() != 1)
-    return InstrError(instr, "ragged-dot needs lhs_ragged_dims with one dimension");
-  if (rhs_group.size() > 1)
-    return InstrError(instr, "rhs_group_dims must list at most one dimension");
+  // The verifier's rule, so that the kernel runs exactly what it accepts.
+  StatusOr<Shape> want = InferRaggedDotShape(ls, rs, sizes.shape(), dn, lhs_ragged, rhs_group,
+                                             out_shape.element_type());
+  if (!want.ok()) return InstrError(instr, want.status().message());
   const int64_t ragged = lhs_ragged[0];
-  // Batch and contracting dims as any dot's; the group dim is one of the
-  // rhs dims that dot would call free.
   MS_ASSIGN_OR_RETURN(const DotDims dims, CheckDotDimensions(instr, dn, ls, rs));
-  if (ragged < 0 || ragged >= ls.rank() ||
-      (!rhs_group.empty() && !Contains(dims.rhs_free, rhs_group[0])))
-    return InstrError(instr, "ragged-dot lhs_ragged_dims / rhs_group_dims do not fit the operands");
   enum class Mode { kNonContracting, kContracting, kBatch };
   Mode mode = Contains(dn.lhs_contracting_dimensions, ragged) ? Mode::kContracting
               : Contains(dn.lhs_batch_dimensions, ragged)     ? Mode::kBatch
                                                               : Mode::kNonContracting;
-  if (mode == Mode::kNonContracting && rhs_group.size() != 1)
-    return InstrError(instr, "a ragged non-contracting dimension needs one rhs_group_dims");
-  if (mode != Mode::kNonContracting && !rhs_group.empty())
-    return InstrError(instr, "rhs_group_dims is only allowed with a ragged non-contracting dimension");
   const int64_t g = sizes.shape().dimensions().back();
   const int64_t prefix = sizes.shape().rank() - 1;
-  if (prefix > ls.rank())
-    return InstrError(instr, "group_sizes " + sizes.shape().ToString(false) +
-                                 " has more leading dims than lhs " + ls.ToString(false));
-  for (int64_t d = 0; d < prefix; ++d)
-    if (sizes.shape().dimensions(d) != ls.dimensions(d))
-      return InstrError(instr, "group_sizes dimension " + std::to_string(d) + " has size " +
-                                   std::to_string(sizes.shape().dimensions(d)) +
-                                   " but lhs dimension " + std::to_string(d) + " has " +
-                                   std::to_string(ls.dimensions(d)));
-  if (mode == Mode::kNonContracting && rs.dimensions(rhs_group[0]) != g)
-    return InstrError(instr, "rhs group dimension has size " +
-                                 std::to_string(rs.dimensions(rhs_group[0])) + " but there are " +
-                                 std::to_string(g) + " groups");
 
   // Result dims: [g (contracting mode)] + batch + lhs free + rhs free, each
   // with its step in lhs and rhs (0 where it does not index that operand).

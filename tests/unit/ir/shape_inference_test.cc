@@ -15,6 +15,7 @@ namespace meshsplit {
 namespace {
 
 using irtest::InferRoot;
+using irtest::Contains;
 
 const char kAdd[] = R"(
 add {
@@ -38,6 +39,51 @@ TEST(ShapeInferenceTest, DotUsesDeclaredElementType) {
   b = bf16[3,4] parameter(1)
   ROOT d = f32[2,4] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0})"),
             "f32[2,4]");
+}
+
+TEST(ShapeInferenceTest, RaggedDotInEachMode) {
+  // Ragged non-contracting: the rhs group dim (0, of size 3 = the groups)
+  // is not in the result; rhs's other free dim is, after lhs's.
+  EXPECT_EQ(InferRoot(R"(
+  a = f32[2,5,6] parameter(0)
+  b = f32[3,2,6,8] parameter(1)
+  c = s32[2,3] parameter(2)
+  ROOT d = f32[2,5,8] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={0})"),
+            "f32[2,5,8]");
+  // Ragged contracting: one result per group, in front.
+  EXPECT_EQ(InferRoot(R"(
+  a = f32[4,6] parameter(0)
+  b = f32[6,8] parameter(1)
+  c = s32[3] parameter(2)
+  ROOT d = f32[3,4,8] ragged-dot(a, b, c), lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_ragged_dims={1})"),
+            "f32[3,4,8]");
+  // Ragged batch: the dot's shape.
+  EXPECT_EQ(InferRoot(R"(
+  a = f32[4,5,6] parameter(0)
+  b = f32[4,6,8] parameter(1)
+  c = s32[2] parameter(2)
+  ROOT d = f32[4,5,8] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}, lhs_ragged_dims={0})"),
+            "f32[4,5,8]");
+  // A group dim the dot already uses, a group count that is not rhs's, a
+  // missing group dim.
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f32[2,5,6] parameter(0)
+  b = f32[3,2,6,8] parameter(1)
+  c = s32[2,3] parameter(2)
+  ROOT d = f32[2,5,8] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={1})"),
+                       "rhs_group_dims 1 is not a free dimension"));
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f32[2,5,6] parameter(0)
+  b = f32[3,2,6,8] parameter(1)
+  c = s32[2,4] parameter(2)
+  ROOT d = f32[2,5,8] ragged-dot(a, b, c), lhs_batch_dims={0}, rhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_contracting_dims={2}, lhs_ragged_dims={1}, rhs_group_dims={0})"),
+                       "rhs group dimension has size 3 but there are 4 groups"));
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f32[5,6] parameter(0)
+  b = f32[3,6,8] parameter(1)
+  c = s32[3] parameter(2)
+  ROOT d = f32[5,8] ragged-dot(a, b, c), lhs_contracting_dims={1}, rhs_contracting_dims={1}, lhs_ragged_dims={0})"),
+                       "needs one rhs_group_dims"));
 }
 
 TEST(ShapeInferenceTest, ConvolutionWithDilationAndGroups) {
