@@ -1100,6 +1100,13 @@ StatusOr<Shape> Inferrer::Run() {
         return Err(target, " custom-call takes 1 operand, not ", n());
       if (identity && !op(0).Compatible(declared_))
         return Err(target, " custom-call must keep its operand shape ", Str(op(0)));
+      // The manual-region markers change the dims (full <-> shard), never
+      // the element type or the rank: the partitioner reuses the operand's.
+      if ((target == "SPMDFullToShardShape" || target == "SPMDShardToFullShape") &&
+          (!op(0).IsArray() || !declared_.IsArray() ||
+           op(0).element_type() != declared_.element_type() || op(0).rank() != declared_.rank()))
+        return Err(target, " custom-call keeps the element type and rank of its operand ",
+                   Str(op(0)), ", not ", Str(declared_));
       return declared_;
     }
     case Opcode::kOptimizationBarrier:
