@@ -350,7 +350,8 @@ class Verifier {
     }
     if (partitions <= 1) return;
     const int64_t devices = partitions * std::max<int64_t>(1, module_.replica_count());
-    ShardingDevices d = ScanShardingText(instr.sharding()->ToString());
+    // Without metadata: an op_name may quote any text, "devices=[8]" included.
+    ShardingDevices d = ScanShardingText(instr.sharding()->ToString(/*include_metadata=*/false));
     std::string have = module_.replica_count() > 1
                            ? StrCat(devices, " devices (", partitions,
                                     " partitions x ", module_.replica_count(),
