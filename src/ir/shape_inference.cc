@@ -9,6 +9,7 @@
 
 #include "ir/attribute_text.h"
 #include "ir/computation.h"
+#include "ir/custom_call_targets.h"
 #include "ir/shape_inference_async.h"
 #include "ir/shape_inference_p2p.h"
 #include "ir/shape_inference_util.h"
@@ -1107,6 +1108,12 @@ StatusOr<Shape> Inferrer::Run() {
            op(0).element_type() != declared_.element_type() || op(0).rank() != declared_.rank()))
         return Err(target, " custom-call keeps the element type and rank of its operand ",
                    Str(op(0)), ", not ", Str(declared_));
+      // The block-scaled dot is evaluated and partitioned as a dot, so its
+      // result is inferred like one (runtime/kernels_block_scaled_dot.cc).
+      if (target == kBlockScaledDotTarget) {
+        MS_RETURN_IF_ERROR(DeclaredArray());
+        return InferBlockScaledDotShape(ops_, declared_.element_type());
+      }
       return declared_;
     }
     case Opcode::kOptimizationBarrier:

@@ -42,6 +42,13 @@ StatusOr<Shape> InferRaggedDotShape(const Shape& lhs, const Shape& rhs, const Sh
                                     const std::vector<int64_t>& rhs_group_dims,
                                     PrimitiveType result_type);
 
+// The block-scaled dot custom-call (lhs, rhs, lhs_scale, rhs_scale): lhs and
+// rhs of rank 2 or 3 contract their last dims (rank 3: dim 0 is the batch
+// dim), and each scale has its operand's rank and divides each of its dims
+// into whole blocks. The result is the dot's, in float `result_type`.
+StatusOr<Shape> InferBlockScaledDotShape(const std::vector<const Shape*>& operands,
+                                         PrimitiveType result_type);
+
 // convolution with XLA's dim_labels, window and group counts. An absent
 // window means size = kernel spatial size, stride 1, no padding.
 StatusOr<Shape> InferConvolutionShape(const Shape& lhs, const Shape& rhs,

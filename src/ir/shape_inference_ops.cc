@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <string>
 
 #include "ir/shape_inference.h"
 #include "ir/shape_inference_util.h"
@@ -36,6 +37,8 @@ Status CheckDimList(const char* what, const std::vector<int64_t>& dims,
 bool Contains(const std::vector<int64_t>& v, int64_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
+
+std::string Str(const Shape& s) { return s.ToString(/*print_layout=*/false); }
 
 int64_t DilatedBound(int64_t bound, int64_t dilation) {
   return bound == 0 ? 0 : (bound - 1) * dilation + 1;
@@ -154,6 +157,45 @@ StatusOr<Shape> InferDotShape(const Shape& lhs, const Shape& rhs,
         !Contains(d.rhs_contracting_dimensions, i))
       dims.push_back(rhs.dimensions(i));
   return Shape(result_type, std::move(dims));
+}
+
+StatusOr<Shape> InferBlockScaledDotShape(const std::vector<const Shape*>& operands,
+                                         PrimitiveType result_type) {
+  if (operands.size() != 4)
+    return Err("block-scaled dot takes lhs, rhs, lhs_scale and rhs_scale, not ", operands.size(),
+               " operands");
+  for (const Shape* s : operands)
+    if (!s->IsArray()) return Err("block-scaled dot operands must be arrays, got ", Str(*s));
+  if (!IsFloatingPoint(result_type))
+    return Err("block-scaled dot needs a floating-point result, not ",
+               PrimitiveTypeName(result_type));
+  const Shape& lhs = *operands[0];
+  const Shape& rhs = *operands[1];
+  const int64_t rank = lhs.rank();
+  if ((rank != 2 && rank != 3) || rhs.rank() != rank)
+    return Err("block-scaled dot operands must both have rank 2 or 3, got ", Str(lhs), " and ",
+               Str(rhs));
+  const char* names[2] = {"lhs", "rhs"};
+  for (int i = 0; i < 2; ++i) {
+    const Shape& x = *operands[i];
+    const Shape& scale = *operands[i + 2];
+    if (scale.rank() != rank)
+      return Err(names[i], " scale ", Str(scale), " must have the rank of its operand ", Str(x));
+    for (int64_t d = 0; d < rank; ++d) {
+      const int64_t n = x.dimensions(d), m = scale.dimensions(d);
+      if (m <= 0 ? n != 0 : n % m != 0)
+        return Err(names[i], " scale ", Str(scale), " does not divide its operand ", Str(x),
+                   " into blocks along dim ", d);
+    }
+  }
+  DotDimensionNumbers dn;
+  dn.lhs_contracting_dimensions = {rank - 1};
+  dn.rhs_contracting_dimensions = {rank - 1};
+  if (rank == 3) {
+    dn.lhs_batch_dimensions = {0};
+    dn.rhs_batch_dimensions = {0};
+  }
+  return InferDotShape(lhs, rhs, dn, result_type);
 }
 
 StatusOr<Shape> InferRaggedDotShape(const Shape& lhs, const Shape& rhs, const Shape& group_sizes,

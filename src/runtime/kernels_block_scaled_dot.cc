@@ -9,6 +9,7 @@
 // another dim.
 #include <string>
 
+#include "ir/shape_inference.h"
 #include "runtime/kernels.h"
 
 namespace meshsplit::interp {
@@ -63,11 +64,17 @@ StatusOr<Literal> EvalBlockScaledDot(KernelArgs& k) {
   if (k.ops.size() != 4)
     return InstrError(instr, "block-scaled dot takes lhs, rhs, lhs_scale and rhs_scale");
   const Shape& out = k.shape();
-  if (!out.IsArray() || !IsFloatingPoint(out.element_type()))
+  if (!out.IsArray())
     return InstrError(instr, "block-scaled dot needs a floating-point array result");
+  // The shapes are checked before dequantizing, which touches every element.
+  std::vector<const Shape*> shapes;
+  for (int i = 0; i < 4; ++i) shapes.push_back(&k.op(i).shape());
+  StatusOr<Shape> inferred = InferBlockScaledDotShape(shapes, out.element_type());
+  if (!inferred.ok()) return InstrError(instr, inferred.status().message());
+  if (!inferred->Compatible(out))
+    return InstrError(instr, "block-scaled dot result must be " + inferred->ToString(false) +
+                                 ", not " + out.ToString(false));
   const int rank = k.op(0).shape().rank();
-  if ((rank != 2 && rank != 3) || k.op(1).shape().rank() != rank)
-    return InstrError(instr, "block-scaled dot operands must both have rank 2 or 3");
   const PrimitiveType t = out.element_type();
   MS_ASSIGN_OR_RETURN(Literal lhs, Dequantize(instr, k.op(0), k.op(2), t, "lhs"));
   MS_ASSIGN_OR_RETURN(Literal rhs, Dequantize(instr, k.op(1), k.op(3), t, "rhs"));

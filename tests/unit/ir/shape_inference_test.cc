@@ -86,6 +86,48 @@ TEST(ShapeInferenceTest, RaggedDotInEachMode) {
                        "needs one rhs_group_dims"));
 }
 
+TEST(ShapeInferenceTest, BlockScaledDotIsItsDot) {
+  // Rank 3: dim 0 is the batch dim, the last dims contract; the scales block
+  // each dim (32 along the contracting dim, 1 elsewhere).
+  EXPECT_EQ(InferRoot(R"(
+  a = f8e4m3fn[2,4,64] parameter(0)
+  b = f8e4m3fn[2,6,64] parameter(1)
+  sa = f8e8m0fnu[2,4,2] parameter(2)
+  sb = f8e8m0fnu[2,6,2] parameter(3)
+  ROOT d = f32[2,4,6] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot")"),
+            "f32[2,4,6]");
+  EXPECT_EQ(InferRoot(R"(
+  a = f8e4m3fn[4,64] parameter(0)
+  b = f8e4m3fn[6,64] parameter(1)
+  sa = f8e8m0fnu[4,2] parameter(2)
+  sb = f8e8m0fnu[3,2] parameter(3)
+  ROOT d = bf16[4,6] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot")"),
+            "bf16[4,6]");
+  // A scale that does not block its operand, one of another rank, an
+  // integer result.
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f8e4m3fn[4,64] parameter(0)
+  b = f8e4m3fn[6,64] parameter(1)
+  sa = f8e8m0fnu[4,3] parameter(2)
+  sb = f8e8m0fnu[6,2] parameter(3)
+  ROOT d = f32[4,6] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot")"),
+                       "does not divide its operand f8e4m3fn[4,64] into blocks along dim 1"));
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f8e4m3fn[4,64] parameter(0)
+  b = f8e4m3fn[6,64] parameter(1)
+  sa = f8e8m0fnu[4,2] parameter(2)
+  sb = f8e8m0fnu[2] parameter(3)
+  ROOT d = f32[4,6] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot")"),
+                       "rhs scale f8e8m0fnu[2] must have the rank of its operand"));
+  EXPECT_TRUE(Contains(InferRoot(R"(
+  a = f8e4m3fn[4,64] parameter(0)
+  b = f8e4m3fn[6,64] parameter(1)
+  sa = f8e8m0fnu[4,2] parameter(2)
+  sb = f8e8m0fnu[6,2] parameter(3)
+  ROOT d = s32[4,6] custom-call(a, b, sa, sb), custom_call_target="__op$block_scaled_dot")"),
+                       "needs a floating-point result"));
+}
+
 TEST(ShapeInferenceTest, ConvolutionWithDilationAndGroups) {
   // Input 10 with lhs dilation 2 -> 19, pad 1_1 -> 21, window 3 dilated by 2
   // -> 5, stride 2 -> (21-5)/2+1 = 9.
