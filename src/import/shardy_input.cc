@@ -457,7 +457,15 @@ class Importer {
   }
 
   Status Rewrite(Computation* c) {
-    for (Instruction* i : Snapshot(c)) {
+    // The targets are chosen before any is rewritten: a rewrite removes the
+    // get-tuple-elements of its results, which a walk over the snapshot
+    // would then read after they were freed.
+    std::vector<Instruction*> targets;
+    for (Instruction* i : Snapshot(c))
+      if (IsTarget(*i, kFuncResultTarget) || IsTarget(*i, kGlobalToLocalTarget) ||
+          IsTarget(*i, kLocalToGlobalTarget))
+        targets.push_back(i);
+    for (Instruction* i : targets) {
       if (IsTarget(*i, kFuncResultTarget)) {
         MS_RETURN_IF_ERROR(RewriteFuncResult(c, i));
       } else if (IsTarget(*i, kGlobalToLocalTarget)) {
