@@ -382,6 +382,25 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
   return plans_.emplace(&c, std::move(plan)).first->second;
 }
 
+StatusOr<Literal> Interpreter::Call(const Computation& c,
+                                    const std::vector<const Literal*>& args) {
+  std::vector<Literal> converted;
+  std::vector<const Literal*> use = args;
+  for (size_t i = 0; i < args.size() && static_cast<int>(i) < c.parameter_count(); ++i) {
+    const Instruction* p = c.parameter(static_cast<int>(i));
+    const Shape& want = p != nullptr ? p->shape() : args[i]->shape();
+    const Shape& have = args[i]->shape();
+    if (!have.IsArray() || !want.IsArray() || have.rank() != 0 || want.rank() != 0 ||
+        have.element_type() == want.element_type() ||
+        !IsFloatingPoint(have.element_type()) || !IsFloatingPoint(want.element_type()))
+      continue;
+    if (converted.empty()) converted.reserve(args.size());  // keeps `use` pointers valid
+    converted.push_back(ConvertLiteral(*args[i], want.element_type()));
+    use[i] = &converted.back();
+  }
+  return Run(c, {}, use);
+}
+
 StatusOr<Literal> Interpreter::Run(const Computation& c, std::vector<Literal> owned,
                                    const std::vector<const Literal*>& borrowed) {
   if (c.root() == nullptr)

@@ -37,10 +37,11 @@ class Interpreter {
   // reused); when `borrowed` is non-empty it is used instead and left intact.
   StatusOr<Literal> Run(const Computation& c, std::vector<Literal> owned,
                         const std::vector<const Literal*>& borrowed = {});
-  // Convenience: borrows `args`.
-  StatusOr<Literal> Call(const Computation& c, const std::vector<const Literal*>& args) {
-    return Run(c, {}, args);
-  }
+  // Runs a computation an instruction calls, borrowing `args`. A scalar float
+  // argument of another precision than its parameter is converted to it: the
+  // verifier lets a reducer's value parameters differ from the reduced
+  // elements in float precision, as XLA does (f32 elements, f64 reducer).
+  StatusOr<Literal> Call(const Computation& c, const std::vector<const Literal*>& args);
 
   const EvalContext& ctx() const { return ctx_; }
   std::mt19937_64& rng() { return rng_; }

@@ -43,6 +43,16 @@ const Instruction* BinaryRootOfParams(const Computation* c) {
   return root;
 }
 
+// Every value of `from` converts to `to` and back unchanged (the float
+// widenings; a reduce-window may mix float precisions, as XLA allows).
+bool HoldsExactly(PrimitiveType to, PrimitiveType from) {
+  if (to == from) return true;
+  const bool narrow_float = from == PrimitiveType::F16 || from == PrimitiveType::BF16;
+  if (to == PrimitiveType::F64) return narrow_float || from == PrimitiveType::F32;
+  if (to == PrimitiveType::F32) return narrow_float;
+  return false;
+}
+
 }  // namespace
 
 Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr) {
@@ -62,7 +72,12 @@ Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr) {
   // Windowed dims tiled in the result: plan their halos, or make them whole.
   std::vector<std::optional<WindowedDimPlan>> plans(rank);
   std::vector<int64_t> whole;
-  const bool usable = Usable(out0);
+  // The halo pads each input with its init value, which must then be of the
+  // input's element type; a narrower input cannot hold a wider init exactly.
+  bool usable = Usable(out0);
+  for (int64_t i = 0; i < n_in; ++i)
+    usable = usable && HoldsExactly(instr.operand(i)->shape().element_type(),
+                                    instr.operand(n_in + i)->shape().element_type());
   for (int64_t d = 0; d < rank; ++d) {
     const WindowDimension& w = (*a.window)[d];
     const int64_t tiles = out0.IsTiled() ? out0.TileDim(d) : 1;
@@ -78,10 +93,13 @@ Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr) {
   Window window = *a.window;
   for (int64_t i = 0; i < n_in; ++i) {
     PartitionedValue v = ctx.OperandAs(instr, i, mid);
+    Instruction* pad = operands[n_in + i];
+    const PrimitiveType type = v.shape.element_type();
     for (int64_t d = 0; d < rank; ++d) {
       if (!plans[d]) continue;
       SpmdBuilder::ScopedCause rule(ctx.b, instr, "windowed dim sharded -> halo exchange");
-      v.hlo = ExchangeHaloWindow(ctx.b, v, d, plans[d]->input, operands[n_in + i]);
+      if (pad->shape().element_type() != type) pad = ctx.b.Convert(pad, type);
+      v.hlo = ExchangeHaloWindow(ctx.b, v, d, plans[d]->input, pad);
       window[d] = plans[d]->local;
     }
     operands[i] = v.hlo;
