@@ -84,12 +84,14 @@ seeds() {
   done
 }
 
-# Address-space randomisation changes what one execution covers (the order
-# of pointer-keyed containers; measured: two --ci runs of one build differed
-# from the first input on), so with it two CI runs of the same commit explore
-# different inputs. --ci runs without it where the kernel allows; a run then
-# replays in the same checkout and environment (not across checkouts:
-# docs/fuzzing.md).
+# What one execution covers depends on heap addresses (the order of
+# pointer-keyed containers), so anything that moves them makes two runs of
+# one build explore different inputs: address-space randomisation, and
+# libFuzzer's corpus reload (-reload, every second by default), whose
+# directory reads allocate at moments that depend on the clock. We run one
+# process per corpus, so the reload finds nothing anyway: it is off. --ci
+# also turns randomisation off where the kernel allows; a --ci run then
+# replays exactly, in any checkout path and environment (docs/fuzzing.md).
 fixed_layout=()
 if ((ci)) && setarch "$(uname -m)" -R true 2>/dev/null; then
   fixed_layout=(setarch "$(uname -m)" -R)
@@ -120,7 +122,8 @@ for t in "${targets[@]}"; do
   touch "$stamp"
   start=$(date +%s)
   rc=0
-  "${fixed_layout[@]}" "$bin" "$corpus" "$seed_dir" "${limit[@]}" -seed="$seed" -timeout=30 -rss_limit_mb=4096 \
+  "${fixed_layout[@]}" "$bin" "$corpus" "$seed_dir" "${limit[@]}" -seed="$seed" -reload=0 \
+    -timeout=30 -rss_limit_mb=4096 \
     -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/" >"$log" 2>&1 || rc=$?
   elapsed=$(($(date +%s) - start))
   done_runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

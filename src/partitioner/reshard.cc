@@ -506,6 +506,8 @@ Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
     mask = mask == nullptr ? valid : b.Binary(Opcode::kAnd, mask, valid);
   }
   if (mask == nullptr) return value.hlo;
+  const PrimitiveType type = value.hlo->shape().element_type();
+  if (identity->shape().element_type() != type) identity = b.Convert(identity, type);
   return b.Select(mask, value.hlo, b.BroadcastScalar(identity, local));
 }
 

@@ -55,9 +55,12 @@ Instruction* TileOffset(SpmdBuilder& b, const Sharding& s,
                         const std::vector<int64_t>& global_dims, int64_t dim);
 
 // Replaces the padding of the uneven tiled dims among `dims` of `value` by
-// `identity` (a scalar of the value's element type), so that reductions and
-// contractions over those dims see the identity there. A no-op for even
-// dims.
+// `identity` (a scalar), so that reductions and contractions over those dims
+// see the identity there. An identity of another element type is converted
+// to the value's (an op's operands and init may differ in float precision,
+// as XLA allows: f64 elements reduced with an f32 init, f16 activations
+// with an f32 kernel); identities (0, 1, +-inf) convert exactly. A no-op
+// for even dims.
 Instruction* MaskPadding(SpmdBuilder& b, const PartitionedValue& value,
                          const std::vector<int64_t>& dims, Instruction* identity);
 

@@ -12,12 +12,6 @@
 namespace meshsplit::spmd {
 namespace {
 
-// A zero for masking padding of `type`: `zero` itself when the types agree (a convolution's
-// operands may differ in float precision, e.g. f16 activations with an f32 kernel).
-Instruction* ZeroOfType(SpmdBuilder& b, Instruction* zero, PrimitiveType type) {
-  return zero->shape().element_type() == type ? zero : b.Zero(type);
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t FloorDiv(int64_t a, int64_t b) {
   return a >= 0 ? a / b : -((-a + b - 1) / b);
@@ -176,7 +170,7 @@ bool TrySpatialContraction(SpmdContext& ctx, const Instruction& instr) {
   // Kernel padding must add nothing.
   std::vector<int64_t> kernel_dims;
   for (int64_t k : dims) kernel_dims.push_back(dn.kernel_spatial_dimensions[k]);
-  rhs.hlo = MaskPadding(b, rhs, kernel_dims, ZeroOfType(b, zero, rhs_shape.element_type()));
+  rhs.hlo = MaskPadding(b, rhs, kernel_dims, zero);
   for (int64_t k : dims) {
     SpmdBuilder::ScopedCause rule(b, instr, "contracted spatial dim sharded -> halo exchange");
     lhs.hlo = ExchangeHaloWindow(b, lhs, dn.input_spatial_dimensions[k], *windows[k], zero);
@@ -221,8 +215,7 @@ bool TryGroupedFeatureContraction(SpmdContext& ctx, const Instruction& instr) {
   // Uneven tiles: padding must contribute zero to the sums.
   Instruction* zero = b.Zero(lhs_shape.element_type());
   lhs.hlo = MaskPadding(b, lhs, {dn.input_feature_dimension}, zero);
-  rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension},
-                        ZeroOfType(b, zero, rhs_shape.element_type()));
+  rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension}, zero);
   std::vector<int64_t> none(instr.shape().rank(), -1);
   Sharding partial = ProjectSharding(lhs_target, none, SubgroupType::kUnreduced);
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), partial), {lhs.hlo, rhs.hlo});
@@ -304,8 +297,7 @@ bool TryGroupPartitionedConvolution(SpmdContext& ctx, const Instruction& instr) 
     if (HasPadding(lhs, {dn.input_feature_dimension}))
       lhs.hlo = MaskPadding(b, lhs, {dn.input_feature_dimension}, zero);
     if (HasPadding(rhs, {dn.kernel_input_feature_dimension}))
-      rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension},
-                            ZeroOfType(b, zero, rhs_shape.element_type()));
+      rhs.hlo = MaskPadding(b, rhs, {dn.kernel_input_feature_dimension}, zero);
   }
   Instruction* r = ctx.Clone(instr, LocalShape(instr.shape(), partial), {lhs.hlo, rhs.hlo});
   if (fg > 1) r->mutable_attrs().feature_group_count = groups / k;
