@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <optional>
 #include <unordered_set>
 
 #include "runtime/kernels.h"
@@ -384,20 +385,30 @@ const Interpreter::Plan& Interpreter::GetPlan(const Computation& c) {
 
 StatusOr<Literal> Interpreter::Call(const Computation& c,
                                     const std::vector<const Literal*>& args) {
-  std::vector<Literal> converted;
-  std::vector<const Literal*> use = args;
-  for (size_t i = 0; i < args.size() && static_cast<int>(i) < c.parameter_count(); ++i) {
-    const Instruction* p = c.parameter(static_cast<int>(i));
-    const Shape& want = p != nullptr ? p->shape() : args[i]->shape();
+  // The float type argument i must be converted to, or nullopt.
+  auto conversion = [&](size_t i) -> std::optional<PrimitiveType> {
+    const Instruction* p =
+        static_cast<int>(i) < c.parameter_count() ? c.parameter(static_cast<int>(i)) : nullptr;
+    if (p == nullptr) return std::nullopt;
+    const Shape& want = p->shape();
     const Shape& have = args[i]->shape();
     if (!have.IsArray() || !want.IsArray() || have.rank() != 0 || want.rank() != 0 ||
         have.element_type() == want.element_type() ||
         !IsFloatingPoint(have.element_type()) || !IsFloatingPoint(want.element_type()))
-      continue;
-    if (converted.empty()) converted.reserve(args.size());  // keeps `use` pointers valid
-    converted.push_back(ConvertLiteral(*args[i], want.element_type()));
-    use[i] = &converted.back();
-  }
+      return std::nullopt;
+    return want.element_type();
+  };
+  size_t first = 0;
+  while (first < args.size() && !conversion(first)) ++first;
+  if (first == args.size()) return Run(c, {}, args);  // the common case: no copy
+  std::vector<Literal> converted;
+  converted.reserve(args.size());  // keeps the pointers into it valid
+  std::vector<const Literal*> use = args;
+  for (size_t i = first; i < args.size(); ++i)
+    if (std::optional<PrimitiveType> to = conversion(i)) {
+      converted.push_back(ConvertLiteral(*args[i], *to));
+      use[i] = &converted.back();
+    }
   return Run(c, {}, use);
 }
 
