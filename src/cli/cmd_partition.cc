@@ -26,6 +26,9 @@ int RunPartition(const PartitionCliOptions& opts) {
   options.propagate = !opts.no_propagate;
   options.partition.strict = opts.strict;
   options.check_collectives = opts.check_collectives;
+  // A program the IR verifier refuses is a partitioner bug: say so rather
+  // than print it (verifying costs little next to partitioning).
+  options.verify_output = true;
   std::unique_ptr<Module> module;
   auto compiled = CompileFile(opts.file, options, &module);
   if (!compiled.ok()) return ReportError(compiled.status());
