@@ -90,8 +90,9 @@ seeds() {
 # libFuzzer's corpus reload (-reload, every second by default), whose
 # directory reads allocate at moments that depend on the clock. We run one
 # process per corpus, so the reload finds nothing anyway: it is off. --ci
-# also turns randomisation off where the kernel allows; a --ci run then
-# replays exactly, in any checkout path and environment (docs/fuzzing.md).
+# also turns randomisation off where the kernel allows; a --ci run of one
+# build then replays exactly from any directory and environment (a clone's
+# own build was not compared: docs/fuzzing.md).
 fixed_layout=()
 if ((ci)) && setarch "$(uname -m)" -R true 2>/dev/null; then
   fixed_layout=(setarch "$(uname -m)" -R)
