@@ -1,9 +1,8 @@
-// The mesh-axis reshard planner (see reshard_axes.h). Device ids are read as
-// a mixed-radix number whose digits ("axes") are the common refinement of the
-// factors both tile assignments cut the ids along; every tile-assignment dim
-// is then an ordered list of axes (major first), and a reshard is a short
-// sequence of per-axis moves whose collectives run over exactly the axes that
-// move.
+// The mesh-axis reshard planner (see reshard_axes.h). Both shardings are
+// read over their common device axes (sharding/device_axes.h): every
+// tile-assignment dim is an ordered list of axes (major first), and a reshard
+// is a short sequence of per-axis moves whose collectives run over exactly
+// the axes that move.
 #include "partitioner/reshard_axes.h"
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include <set>
 
 #include "partitioner/sharding_helpers.h"
+#include "sharding/device_axes.h"
 #include "support/check.h"
 
 namespace meshsplit::spmd {
@@ -139,53 +139,7 @@ std::optional<View> ViewOf(const Sharding& s, int64_t rank, int64_t n) {
   return v;
 }
 
-// One factor of a tile-assignment dim: `size` digits of the device id at id
-// stride `stride`.
-struct Factor {
-  int64_t size, stride, ta_dim;
-};
-
-// The factors of an iota tile assignment in array order (major first within
-// each dim), or nullopt when its dims cut an iota factor unevenly.
-std::optional<std::vector<Factor>> Refine(const TileAssignment& ta) {
-  const std::vector<int64_t>& r = ta.reshape_dims();
-  const std::vector<int64_t>& p = ta.transpose_perm();
-  std::vector<int64_t> stride(r.size(), 1);
-  for (int64_t i = static_cast<int64_t>(r.size()) - 2; i >= 0; --i)
-    stride[i] = stride[i + 1] * r[i + 1];
-  std::vector<Factor> out;
-  size_t i = 0;
-  int64_t rest = 1;
-  auto next = [&] {
-    while (i < p.size() && r[p[i]] == 1) ++i;
-    rest = i < p.size() ? r[p[i]] : 1;
-  };
-  next();
-  for (int64_t j = 0; j < ta.num_dimensions(); ++j) {
-    int64_t need = ta.dim(j);
-    while (need > 1) {
-      if (i >= p.size()) return std::nullopt;
-      int64_t f;
-      if (rest % need == 0) {
-        f = need;
-      } else if (need % rest == 0) {
-        f = rest;
-      } else {
-        return std::nullopt;
-      }
-      rest /= f;
-      need /= f;
-      out.push_back({f, stride[p[i]] * rest, j});
-      if (rest == 1) {
-        ++i;
-        next();
-      }
-    }
-  }
-  return out;
-}
-
-using Axes = std::vector<int>;
+using Axes = AxisList;
 
 bool Has(const Axes& xs, int a) { return std::find(xs.begin(), xs.end(), a) != xs.end(); }
 
@@ -202,11 +156,13 @@ class AxisPlanner {
     auto dst = ViewOf(dst_, rank_, n_);
     if (!src || !dst || n_ < 1) return false;
     if (!Renumber(*src, *dst)) return false;
-    auto fs = Refine(src->ta), fd = Refine(dst->ta);
-    if (!fs || !fd) return false;
-    if (!CommonAxes(*fs, *fd)) return false;
-    s_ = LayoutOf(*src, *fs);
-    t_ = LayoutOf(*dst, *fd);
+    axes_ = DeviceAxes::Common(n_, {&src->ta, &dst->ta});
+    if (!axes_) return false;
+    auto ls = ToAxisLayout(src->ta, rank_, src->types, *axes_);
+    auto lt = ToAxisLayout(dst->ta, rank_, dst->types, *axes_);
+    if (!ls || !lt) return false;
+    s_ = LayoutOf(*ls);
+    t_ = LayoutOf(*lt);
     return s_.manual == t_.manual;
   }
 
@@ -243,51 +199,17 @@ class AxisPlanner {
     return true;
   }
 
-  // The common refinement of both factorisations of the id space: axis i
-  // has size sizes_[i], axis 0 the largest id stride.
-  bool CommonAxes(const std::vector<Factor>& a, const std::vector<Factor>& c) {
-    std::set<int64_t> bounds = {1, n_};
-    for (const auto* fs : {&a, &c})
-      for (const Factor& f : *fs) {
-        bounds.insert(f.stride);
-        bounds.insert(f.stride * f.size);
-      }
-    std::vector<int64_t> bs(bounds.begin(), bounds.end());
-    for (size_t i = 0; i + 1 < bs.size(); ++i)
-      if (bs[i + 1] % bs[i] != 0) return false;
-    for (size_t i = bs.size() - 1; i > 0; --i) {
-      sizes_.push_back(bs[i] / bs[i - 1]);
-      strides_.push_back(bs[i - 1]);
-    }
-    return true;
+  static Layout LayoutOf(const AxisLayout& l) {
+    return Layout{l.dims, std::set<int>(l.unreduced.begin(), l.unreduced.end()),
+                  std::set<int>(l.manual.begin(), l.manual.end())};
   }
 
-  Layout LayoutOf(const View& v, const std::vector<Factor>& factors) {
-    std::vector<Axes> per_dim(v.ta.num_dimensions());
-    for (const Factor& f : factors)
-      for (int ax = 0; ax < static_cast<int>(sizes_.size()); ++ax)
-        if (strides_[ax] >= f.stride && strides_[ax] < f.stride * f.size)
-          per_dim[f.ta_dim].push_back(ax);  // axes ascend = strides descend
-    Layout l;
-    l.dims.assign(per_dim.begin(), per_dim.begin() + v.data_rank);
-    for (size_t k = 0; k < v.types.size(); ++k) {
-      const Axes& axes = per_dim[v.data_rank + k];
-      if (v.types[k] == SubgroupType::kUnreduced) l.unreduced.insert(axes.begin(), axes.end());
-      if (v.types[k] == SubgroupType::kManual) l.manual.insert(axes.begin(), axes.end());
-    }
-    return l;
-  }
-
-  int64_t Product(const Axes& xs) const {
-    int64_t p = 1;
-    for (int a : xs) p *= sizes_[a];
-    return p;
-  }
+  int64_t Product(const Axes& xs) const { return axes_->Product(xs); }
 
   // A tile assignment with one dim per axis, in real device ids; `order`
   // lists the axes (a permutation of all of them).
   TileAssignment AxisArray(const std::vector<int64_t>& order) const {
-    TileAssignment t = TileAssignment::Iota(sizes_);
+    TileAssignment t = TileAssignment::Iota(axes_->sizes());
     bool identity = true;
     for (size_t i = 0; i < order.size(); ++i) identity &= order[i] == static_cast<int64_t>(i);
     if (!identity) t = t.Transpose(order);
@@ -301,7 +223,7 @@ class AxisPlanner {
   // numbered row-major over `xs` in the given order.
   DeviceGroups GroupsOf(const Axes& xs) const {
     std::vector<int64_t> order;
-    for (int a = 0; a < static_cast<int>(sizes_.size()); ++a)
+    for (int a = 0; a < axes_->num_axes(); ++a)
       if (!Has(xs, a)) order.push_back(a);
     for (int a : xs) order.push_back(a);
     const int64_t size = Product(xs);
@@ -310,7 +232,7 @@ class AxisPlanner {
 
   // This partition's digit along axis `a` (s32 scalar).
   Instruction* Digit(int a) {
-    std::vector<int64_t> order(sizes_.size());
+    std::vector<int64_t> order(axes_->num_axes());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     return b_.TileIndices(AxisArray(order))[a];
   }
@@ -320,10 +242,10 @@ class AxisPlanner {
     Instruction* idx = nullptr;
     for (int a : xs) {
       Instruction* d = Digit(a);
-      idx = idx == nullptr ? d
-                           : b_.Binary(Opcode::kAdd,
-                                       b_.Binary(Opcode::kMultiply, idx, b_.ScalarS32(sizes_[a])),
-                                       d);
+      idx = idx == nullptr
+                ? d
+                : b_.Binary(Opcode::kAdd,
+                            b_.Binary(Opcode::kMultiply, idx, b_.ScalarS32(axes_->size(a))), d);
     }
     return idx == nullptr ? b_.ScalarS32(0) : idx;
   }
@@ -546,7 +468,7 @@ class AxisPlanner {
   const int64_t rank_;
   Layout s_, t_;
   std::vector<int64_t> real_of_;  // virtual id -> real id; empty: identity
-  std::vector<int64_t> sizes_, strides_;
+  std::optional<DeviceAxes> axes_;
   Instruction* x_ = nullptr;
 };
 

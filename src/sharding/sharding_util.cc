@@ -8,6 +8,7 @@
 #include <numeric>
 #include <unordered_map>
 
+#include "sharding/device_axes.h"
 #include "support/check.h"
 
 namespace meshsplit::sharding_util {
@@ -27,93 +28,56 @@ Sharding Rebuild(const Sharding& like, TileAssignment tiles,
   return out;
 }
 
-// Symbolic merge of two iota tile assignments. Each array dim's index is a
-// mixed-radix number over digit ranges ("atoms") of the device id; with the
-// atoms of both assignments refined to one chain, the merged assignment
-// takes each data dim's atoms from whichever side tiles it (both sides must
-// agree where both tile it, and on the manual dim), and every atom left
-// over goes to the replicated dim. An atom claimed twice, or a dim whose
-// two index functions differ, leaves some merged tile without devices, so
-// the shardings are incompatible. kUndecided when the atoms do not form a
-// chain (the caller walks the devices instead).
+// Symbolic merge of two iota tile assignments over their common device axes
+// (device_axes.h): the merged assignment takes each data dim's axes from
+// whichever side tiles it (both sides must agree where both tile it, and on
+// the manual dim), and every axis left over goes to the replicated dim. An
+// axis claimed twice, or a dim whose two index functions differ, leaves
+// some merged tile without devices, so the shardings are incompatible.
+// kUndecided when the two have no common axes (the caller walks the devices
+// instead).
 enum class IotaMerge { kUndecided, kIncompatible, kMerged };
 
 IotaMerge MergeIotaTiles(const TileAssignment& mt, int64_t m_manual,
                          const TileAssignment& dt, int64_t d_manual,
                          int64_t rank, const std::vector<int64_t>& out_dims,
                          TileAssignment* out) {
-  using Terms = std::vector<TileAssignment::IndexTerm>;
-  const int64_t n = mt.num_devices();
-  std::vector<Terms> m_terms(mt.num_dimensions()), d_terms(dt.num_dimensions());
-  std::vector<int64_t> bounds = {1, n};
-  auto collect = [&](const TileAssignment& ta, std::vector<Terms>& terms) {
-    for (int64_t i = 0; i < ta.num_dimensions(); ++i) {
-      auto t = ta.IndexTermsForDim(i);
-      if (!t) return false;
-      for (const auto& term : *t) {
-        bounds.push_back(term.divisor);
-        bounds.push_back(term.divisor * term.modulus);
-      }
-      terms[i] = std::move(*t);
-    }
-    return true;
-  };
-  if (!collect(mt, m_terms) || !collect(dt, d_terms)) return IotaMerge::kUndecided;
-  std::sort(bounds.begin(), bounds.end());
-  bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  for (size_t k = 0; k + 1 < bounds.size(); ++k)
-    if (bounds[k + 1] % bounds[k] != 0) return IotaMerge::kUndecided;
-  const int64_t num_atoms = static_cast<int64_t>(bounds.size()) - 1;
-  auto bound_index = [&](int64_t b) {
-    return std::lower_bound(bounds.begin(), bounds.end(), b) - bounds.begin();
-  };
-  // Atoms of one dim, major (largest stride) first.
-  auto atoms_of = [&](const Terms& terms) {
-    std::vector<int64_t> atoms;
-    for (const auto& term : terms) {
-      const int64_t lo = bound_index(term.divisor);
-      const int64_t hi = bound_index(term.divisor * term.modulus);
-      for (int64_t k = hi - 1; k >= lo; --k) atoms.push_back(k);
-    }
-    return atoms;
-  };
-  std::vector<char> used(num_atoms, 0);
-  std::vector<int64_t> order;  // atoms in the merged array's order
-  auto claim = [&](const std::vector<int64_t>& atoms) {
-    for (int64_t k : atoms) {
-      if (used[k]) return false;
-      used[k] = 1;
-      order.push_back(k);
+  auto axes = DeviceAxes::Common(mt.num_devices(), {&mt, &dt});
+  if (!axes) return IotaMerge::kUndecided;
+  auto m_axes = axes->AxesOfDims(mt), d_axes = axes->AxesOfDims(dt);
+  if (!m_axes || !d_axes) return IotaMerge::kUndecided;
+  const int num_axes = axes->num_axes();
+  std::vector<char> used(num_axes, 0);
+  std::vector<int64_t> order;  // axes in the merged array's order
+  auto claim = [&](const AxisList& list) {
+    for (int a : list) {
+      if (used[a]) return false;
+      used[a] = 1;
+      order.push_back(a);
     }
     return true;
   };
   auto pick = [&](int64_t m_dim, int64_t d_dim) -> bool {
-    std::vector<int64_t> a = mt.dim(m_dim) > 1 ? atoms_of(m_terms[m_dim])
-                                               : std::vector<int64_t>();
-    std::vector<int64_t> b = dt.dim(d_dim) > 1 ? atoms_of(d_terms[d_dim])
-                                               : std::vector<int64_t>();
+    const AxisList& a = (*m_axes)[m_dim];
+    const AxisList& b = (*d_axes)[d_dim];
     if (!a.empty() && !b.empty() && a != b) return false;
     return claim(a.empty() ? b : a);
   };
   for (int64_t i = 0; i < rank; ++i)
     if (!pick(i, i)) return IotaMerge::kIncompatible;
   if (m_manual >= 0 && !pick(m_manual, d_manual)) return IotaMerge::kIncompatible;
-  for (int64_t k = num_atoms - 1; k >= 0; --k)
-    if (!used[k]) order.push_back(k);
-  // Reshape dims: atoms by decreasing stride; atom k sits at num_atoms-1-k.
-  std::vector<int64_t> reshape(num_atoms), perm;
-  for (int64_t k = 0; k < num_atoms; ++k)
-    reshape[num_atoms - 1 - k] = bounds[k + 1] / bounds[k];
-  for (int64_t k : order) perm.push_back(num_atoms - 1 - k);
-  // The merged dims must be exactly the products of their atoms.
+  for (int a = 0; a < num_axes; ++a)
+    if (!used[a]) order.push_back(a);
+  std::vector<int64_t> reshape = axes->sizes(), perm = order;
+  // The merged dims must be exactly the products of their axes.
   size_t at = 0;
   for (int64_t size : out_dims) {
     int64_t p = 1;
-    while (p < size && at < order.size()) p *= reshape[num_atoms - 1 - order[at++]];
+    while (p < size && at < order.size()) p *= reshape[order[at++]];
     if (p != size) return IotaMerge::kUndecided;
   }
   if (at != order.size()) return IotaMerge::kUndecided;
-  if (num_atoms == 0) {
+  if (num_axes == 0) {
     reshape = {1};
     perm = {0};
   }

@@ -1,7 +1,6 @@
-// The mesh-axis planner of contractions (see dot_plan.h). Every device id is
-// a mixed-radix number; an iota tile assignment splits its digits among the
-// array dims. The digits the three shardings agree on are the "axes" of one
-// common mesh; a plan gives each axis one role in the iteration space. That
+// The mesh-axis planner of contractions (see dot_plan.h). The three
+// shardings are read over their common device axes (sharding/device_axes.h,
+// called atoms here); a plan gives each atom one role in the iteration space. That
 // is XLA's recursive dot partitioning (group the devices by the batch dims,
 // then by one side's free dims, then by the contracting dims, and partition
 // the rest inside each group) written as a search over axis roles: a plan
@@ -11,116 +10,23 @@
 #include "partitioner/handlers/dot_plan.h"
 
 #include <algorithm>
-#include <cmath>
-#include <map>
-#include <numeric>
-#include <set>
+
+#include "sharding/device_axes.h"
 
 namespace meshsplit::spmd {
 namespace {
 
-// `size` consecutive mixed-radix digits of the device id whose weight is
-// `stride`: devices that differ only in them form the groups of this factor.
-struct Factor {
-  int64_t size;
-  int64_t stride;
-};
-
-// The factors of every array dim of an iota tile assignment, major to
-// minor; nullopt for explicit arrays or dims that cut a digit unevenly.
-std::optional<std::vector<std::vector<Factor>>> ArrayDimFactors(const TileAssignment& ta) {
-  const int64_t rank = ta.num_dimensions();
-  std::vector<std::vector<Factor>> out(rank);
-  if (ta.num_devices() == 1) return out;
-  if (!ta.is_iota()) return std::nullopt;
-  const std::vector<int64_t>& r = ta.reshape_dims();
-  std::vector<int64_t> perm = ta.transpose_perm();
-  if (perm.empty()) {
-    perm.resize(r.size());
-    std::iota(perm.begin(), perm.end(), 0);
-  }
-  std::vector<int64_t> stride(r.size(), 1);
-  for (int64_t i = static_cast<int64_t>(r.size()) - 2; i >= 0; --i) stride[i] = stride[i + 1] * r[i + 1];
-  std::vector<Factor> seq;
-  for (int64_t p : perm)
-    if (r[p] > 1) seq.push_back({r[p], stride[p]});
-  size_t k = 0;
-  for (int64_t i = 0; i < rank; ++i) {
-    int64_t rem = ta.dim(i);
-    while (rem > 1) {
-      if (k >= seq.size()) return std::nullopt;
-      Factor& f = seq[k];
-      if (rem % f.size == 0) {
-        out[i].push_back(f);
-        rem /= f.size;
-        ++k;
-      } else if (f.size % rem == 0) {
-        // The major part of this digit belongs to dim i, the rest to the next.
-        out[i].push_back({rem, f.stride * (f.size / rem)});
-        f.size /= rem;
-        rem = 1;
-      } else {
-        return std::nullopt;
-      }
-    }
-  }
-  if (k != seq.size()) return std::nullopt;
-  return out;
-}
-
-// The common mesh: atoms (finest digits) in decreasing stride order.
-struct Mesh {
-  std::vector<Factor> atoms;
-  // Atoms covering a factor, major to minor.
-  std::vector<int> Cover(const Factor& f) const {
-    std::vector<int> out;
-    for (int a = 0; a < static_cast<int>(atoms.size()); ++a)
-      if (atoms[a].stride >= f.stride && atoms[a].stride < f.stride * f.size) out.push_back(a);
-    return out;
-  }
-};
-
-// A sharding in mesh terms: the atoms tiling each data dim (major to minor)
-// and the atoms of the replicated, unreduced and manual subgroups.
-struct Layout {
-  std::vector<std::vector<int>> dims;
-  std::vector<int> replicated, unreduced, manual;
-};
+using Layout = AxisLayout;
 
 bool Has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
-std::optional<Layout> ToLayout(const Sharding& s, int64_t rank, const Mesh& mesh,
-                               const std::vector<std::vector<Factor>>* factors) {
-  Layout l;
-  l.dims.resize(rank);
-  if (s.IsReplicated()) {
-    for (int a = 0; a < static_cast<int>(mesh.atoms.size()); ++a) l.replicated.push_back(a);
-    return l;
-  }
-  if (!s.IsTiled() || s.TiledDataRank() != rank || factors == nullptr) return std::nullopt;
-  for (int64_t d = 0; d < rank; ++d)
-    for (const Factor& f : (*factors)[d])
-      for (int a : mesh.Cover(f)) l.dims[d].push_back(a);
-  for (size_t k = 0; k < s.subgroup_types().size(); ++k) {
-    std::vector<int>* dst = nullptr;
-    switch (s.subgroup_types()[k]) {
-      case SubgroupType::kReplicated: dst = &l.replicated; break;
-      case SubgroupType::kUnreduced: dst = &l.unreduced; break;
-      case SubgroupType::kManual: dst = &l.manual; break;
-    }
-    for (const Factor& f : (*factors)[rank + k])
-      for (int a : mesh.Cover(f)) dst->push_back(a);
-  }
-  return l;
-}
-
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-double LocalElements(const Layout& l, const std::vector<int64_t>& dims, const Mesh& mesh) {
+double LocalElements(const Layout& l, const std::vector<int64_t>& dims, const DeviceAxes& mesh) {
   double e = 1;
   for (size_t d = 0; d < dims.size(); ++d) {
     int64_t tiles = 1;
-    for (int a : l.dims[d]) tiles *= mesh.atoms[a].size;
+    for (int a : l.dims[d]) tiles *= mesh.size(a);
     e *= static_cast<double>(CeilDiv(dims[d], tiles));
   }
   return e;
@@ -132,7 +38,7 @@ double LocalElements(const Layout& l, const std::vector<int64_t>& dims, const Me
 // as a major prefix (all-to-all when every gathered axis only moves to
 // another dim), slice the rest (free).
 double ReshardCost(Layout s, const Layout& t, const std::vector<int64_t>& dims,
-                   const Mesh& mesh) {
+                   const DeviceAxes& mesh) {
   double cost = 0;
   std::vector<int> reduce;
   for (int a : s.unreduced)
@@ -194,39 +100,17 @@ Layout Project(const Layout& it, const std::vector<int64_t>& to_iter,
   return l;
 }
 
-Sharding ToSharding(const Layout& l, const Mesh& mesh) {
-  std::vector<int64_t> reshape, perm, dims;
-  for (const Factor& f : mesh.atoms) reshape.push_back(f.size);
-  auto add_dim = [&](const std::vector<int>& atoms) {
-    int64_t n = 1;
-    for (int a : atoms) {
-      perm.push_back(a);
-      n *= mesh.atoms[a].size;
-    }
-    dims.push_back(n);
-  };
-  for (const auto& d : l.dims) add_dim(d);
-  add_dim(l.manual);
-  add_dim(l.unreduced);
-  std::vector<int> repl = l.replicated;
-  std::sort(repl.begin(), repl.end());
-  add_dim(repl);
-  return Sharding::Subgroup(
-      TileAssignment::Iota(dims, reshape, perm),
-      {SubgroupType::kManual, SubgroupType::kUnreduced, SubgroupType::kReplicated});
-}
-
 // The search state: every atom's candidate roles (iteration dims, -1 =
 // replicate) and how each source orders the atoms of an iteration dim.
 class Planner {
  public:
-  Planner(const ContractionSpace& space, const Mesh& mesh, const Layout& lhs, const Layout& rhs,
-          const Layout& out, const Shape& lhs_shape, const Shape& rhs_shape,
+  Planner(const ContractionSpace& space, const DeviceAxes& mesh, const Layout& lhs,
+          const Layout& rhs, const Layout& out, const Shape& lhs_shape, const Shape& rhs_shape,
           const Shape& out_shape)
       : space_(space), mesh_(mesh), lhs_(lhs), rhs_(rhs), out_(out),
         lhs_dims_(lhs_shape.dimensions()), rhs_dims_(rhs_shape.dimensions()),
         out_dims_(out_shape.dimensions()) {
-    const int n_atoms = mesh.atoms.size();
+    const int n_atoms = mesh.num_axes();
     // Sources in the order their atom orders win: the operands first (a
     // weight already laid out right should stay put), then the result.
     sources_ = {{&lhs_, &space.lhs_to_iter}, {&rhs_, &space.rhs_to_iter},
@@ -345,7 +229,7 @@ class Planner {
     double work = 1;
     for (int64_t i = 0; i < space_.n_iter; ++i) {
       int64_t tiles = 1;
-      for (int a : it.dims[i]) tiles *= mesh_.atoms[a].size;
+      for (int a : it.dims[i]) tiles *= mesh_.size(a);
       work *= static_cast<double>(CeilDiv(space_.iter_sizes[i], tiles));
     }
     return c + 1e-4 * work;
@@ -356,7 +240,7 @@ class Planner {
   static constexpr int64_t kManualRole = -2;
 
   const ContractionSpace& space_;
-  const Mesh& mesh_;
+  const DeviceAxes& mesh_;
   Layout lhs_, rhs_, out_;
   std::vector<int64_t> lhs_dims_, rhs_dims_, out_dims_;
   std::vector<std::pair<const Layout*, const std::vector<int64_t>*>> sources_;
@@ -398,37 +282,21 @@ std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shap
                                        const Sharding& lhs, const Sharding& rhs,
                                        const Sharding& out, int64_t num_partitions) {
   if (num_partitions <= 1) return std::nullopt;
-  // Decompose every tiled sharding into digit factors.
+  // The common device axes of the tiled shardings.
   const Sharding* shardings[3] = {&lhs, &rhs, &out};
-  std::optional<std::vector<std::vector<Factor>>> factors[3];
-  std::set<int64_t> bounds = {1, num_partitions};
-  bool any_tiled = false;
-  for (int k = 0; k < 3; ++k) {
-    const Sharding& s = *shardings[k];
-    if (s.IsReplicated()) continue;
-    if (!s.IsTiled() || s.tile_assignment().num_devices() != num_partitions) return std::nullopt;
-    factors[k] = ArrayDimFactors(s.tile_assignment());
-    if (!factors[k]) return std::nullopt;
-    any_tiled = true;
-    for (const auto& dim : *factors[k])
-      for (const Factor& f : dim) {
-        bounds.insert(f.stride);
-        bounds.insert(f.stride * f.size);
-      }
+  std::vector<const TileAssignment*> arrays;
+  for (const Sharding* s : shardings) {
+    if (s->IsReplicated()) continue;
+    if (!s->IsTiled() || s->tile_assignment().num_devices() != num_partitions) return std::nullopt;
+    arrays.push_back(&s->tile_assignment());
   }
-  if (!any_tiled) return std::nullopt;
-  // The common refinement: consecutive bounds must divide each other.
-  Mesh mesh;
-  std::vector<int64_t> b(bounds.begin(), bounds.end());
-  for (size_t i = 0; i + 1 < b.size(); ++i) {
-    if (b[i + 1] % b[i] != 0) return std::nullopt;
-    mesh.atoms.push_back({b[i + 1] / b[i], b[i]});
-  }
-  std::reverse(mesh.atoms.begin(), mesh.atoms.end());
+  if (arrays.empty()) return std::nullopt;
+  std::optional<DeviceAxes> mesh = DeviceAxes::Common(num_partitions, arrays);
+  if (!mesh) return std::nullopt;
   std::optional<Layout> layouts[3];
   const int64_t ranks[3] = {lhs_shape.rank(), rhs_shape.rank(), out_shape.rank()};
   for (int k = 0; k < 3; ++k) {
-    layouts[k] = ToLayout(*shardings[k], ranks[k], mesh, factors[k] ? &*factors[k] : nullptr);
+    layouts[k] = ToAxisLayout(*shardings[k], ranks[k], *mesh);
     if (!layouts[k]) return std::nullopt;
   }
   // Inside a partially manual region the three must share the manual
@@ -454,10 +322,10 @@ std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shap
   if (!layouts[0]->unreduced.empty() || !layouts[1]->unreduced.empty() ||
       !layouts[2]->unreduced.empty())
     return std::nullopt;
-  Planner planner(space, mesh, *layouts[0], *layouts[1], *layouts[2], lhs_shape, rhs_shape,
+  Planner planner(space, *mesh, *layouts[0], *layouts[1], *layouts[2], lhs_shape, rhs_shape,
                   out_shape);
   Layout it = planner.Solve();
-  return ToSharding(it, mesh);
+  return FromAxisLayout(it, *mesh);
 }
 
 }  // namespace meshsplit::spmd
