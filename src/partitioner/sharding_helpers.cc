@@ -5,39 +5,6 @@
 
 namespace meshsplit::spmd {
 
-Sharding ProjectSharding(const Sharding& src, const std::vector<int64_t>& dst_to_src,
-                         SubgroupType dropped_type) {
-  if (!src.IsTiled()) return src;
-  const TileAssignment& ta = src.tile_assignment();
-  const int64_t rank = src.TiledDataRank();
-  std::vector<bool> used(rank, false);
-  std::vector<int64_t> perm, dims;
-  std::vector<SubgroupType> types;
-  for (int64_t d : dst_to_src) {
-    if (d >= 0) {
-      MS_CHECK(d < rank && !used[d]);
-      used[d] = true;
-      perm.push_back(d);
-      dims.push_back(ta.dim(d));
-    } else {
-      dims.push_back(1);
-    }
-  }
-  for (int64_t i = 0; i < rank; ++i) {
-    if (used[i]) continue;
-    perm.push_back(i);
-    dims.push_back(ta.dim(i));
-    types.push_back(dropped_type);
-  }
-  for (size_t k = 0; k < src.subgroup_types().size(); ++k) {
-    perm.push_back(rank + k);
-    dims.push_back(ta.dim(rank + k));
-    types.push_back(src.subgroup_types()[k]);
-  }
-  TileAssignment t = ta.Transpose(perm).Reshape(dims);
-  return Sharding::Subgroup(std::move(t), std::move(types));
-}
-
 Sharding ReplicateDims(const Sharding& s, const std::vector<int64_t>& dims) {
   if (!s.IsTiled() || dims.empty()) return s;
   std::vector<int64_t> map(s.TiledDataRank());

@@ -1,8 +1,7 @@
-// Sharding algebra the partitioner needs: projecting a sharding onto other
-// dims (dot operands, broadcast, transpose, reshape), moving tiled dims into
-// the replicated subgroup, and resolving partial sums. Everything stays in
-// iota form when the input is. (Kept here rather than in src/sharding so
-// the partitioner does not depend on helpers still being written there.)
+// The partitioner's view of shardings: moving tiled dims into the replicated
+// subgroup, resolving partial sums, tuple nesting and local shapes. The
+// shape-free algebra itself (projection, transpose, reshape) lives in
+// sharding/sharding_util.h. Everything stays in iota form when the input is.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +9,12 @@
 
 #include "ir/shape.h"
 #include "sharding/sharding.h"
+#include "sharding/sharding_util.h"
 
 namespace meshsplit::spmd {
 
-// A sharding of a rank-dst_to_src.size() value whose data dim i is tiled like
-// data dim dst_to_src[i] of `src` (-1: untiled). Tiled src data dims nobody
-// maps to become subgroup dims of `dropped_type`. Src subgroups are kept.
-// Non-tiled `src` is returned unchanged.
-// REQUIRES: no src dim appears twice in dst_to_src.
-Sharding ProjectSharding(const Sharding& src, const std::vector<int64_t>& dst_to_src,
-                         SubgroupType dropped_type = SubgroupType::kReplicated);
+// Projection onto other dims (dot operands, broadcast, transpose, reshape).
+using sharding_util::ProjectSharding;
 
 // The tiling of data dims `dims` moved into the replicated subgroup.
 Sharding ReplicateDims(const Sharding& s, const std::vector<int64_t>& dims);

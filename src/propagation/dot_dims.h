@@ -39,6 +39,15 @@ struct DotDims {
       if (f[i] >= 0) m[f[i]] = i;
     return m;
   }
+  // Operand k dims -> the other operand's dims through batch and contracting
+  // dims (inverse of the below).
+  std::vector<int64_t> OperandToOther(int k) const {
+    std::vector<int64_t> m(k == 0 ? lhs_rank : rhs_rank, -1);
+    std::vector<int64_t> f = OtherToOperand(k);
+    for (size_t i = 0; i < f.size(); ++i)
+      if (f[i] >= 0) m[f[i]] = i;
+    return m;
+  }
   // Other operand's dims -> operand k dims through batch and contracting dims.
   std::vector<int64_t> OtherToOperand(int k) const {
     std::vector<int64_t> m(k == 0 ? rhs_rank : lhs_rank, -1);

@@ -239,15 +239,17 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
   bool changed = false;
   auto parallel_from = [&](const GSDims& d) {
     if (IsSpatiallyPartitionedInstr(operand))
-      changed |= MaybeImprove(g, PropagateAlongDimsAndReplicateOthers(
-                                     Get(operand), d.operand_dims, d.output_dims,
-                                     out_rank),
-                              may_combine);
+      changed |= MaybeImprove(
+          g,
+          PropagateShardingAlongDimsAndReplicateOthers(
+              Get(operand), d.operand_dims, d.output_dims, out_rank),
+          may_combine);
     if (IsSpatiallyPartitionedInstr(indices))
-      changed |= MaybeImprove(g, PropagateAlongDimsAndReplicateOthers(
-                                     Get(indices), d.indices_dims, d.output_dims,
-                                     out_rank),
-                              may_combine);
+      changed |= MaybeImprove(
+          g,
+          PropagateShardingAlongDimsAndReplicateOthers(
+              Get(indices), d.indices_dims, d.output_dims, out_rank),
+          may_combine);
   };
   if (!dn.operand_batching_dims.empty()) {
     GSDims d;
@@ -262,8 +264,8 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
       GSDims c = ConnectedIndicesAndOutput(indices->shape().rank(),
                                            dn.index_vector_dim, out_rank,
                                            dn.offset_dims);
-      s = PropagateAlongDimsAndReplicateOthers(s, c.indices_dims, c.output_dims,
-                                               out_rank);
+      s = PropagateShardingAlongDimsAndReplicateOthers(s, c.indices_dims,
+                                                       c.output_dims, out_rank);
     }
     changed |= MaybeImprove(g, s, may_combine);
   }
@@ -277,7 +279,7 @@ bool Propagator::InferGatherFromOperands(Instruction* g, bool may_combine) {
         GSDims pd = OperandPassthroughDims(operand->shape(), dn.collapsed_slice_dims,
                                            dn.operand_batching_dims, dn.offset_dims,
                                            g->attrs().gather_slice_sizes);
-        Sharding r = PropagateAlongDimsAndReplicateOthers(
+        Sharding r = PropagateShardingAlongDimsAndReplicateOthers(
             filtered, pd.operand_dims, pd.output_dims, out_rank);
         if (!r.IsTileMaximal()) changed |= MaybeImprove(g, r, may_combine);
       }
@@ -295,8 +297,8 @@ std::optional<Sharding> Propagator::GatherOperandFromUser(const Instruction* ins
     if (!out.IsTiled()) return out;
     GSDims c = ConnectedIndicesAndOutput(instr->shape().rank(), dn.index_vector_dim,
                                          g->shape().rank(), dn.offset_dims);
-    return PropagateAlongDimsAndReplicateOthers(out, c.output_dims, c.indices_dims,
-                                                instr->shape().rank());
+    return PropagateShardingAlongDimsAndReplicateOthers(
+        out, c.output_dims, c.indices_dims, instr->shape().rank());
   }
   if (!options_.is_spmd) return std::nullopt;
   const int64_t op_rank = g->operand(0)->shape().rank();
@@ -312,8 +314,8 @@ std::optional<Sharding> Propagator::GatherOperandFromUser(const Instruction* ins
     }
     if (auto implicit = GatherParallelDims(*this, g)) pd.Append(*implicit);
     if (!pd.operand_dims.empty())
-      parallel = PropagateAlongDimsAndReplicateOthers(out, pd.output_dims,
-                                                      pd.operand_dims, op_rank);
+      parallel = PropagateShardingAlongDimsAndReplicateOthers(
+          out, pd.output_dims, pd.operand_dims, op_rank);
   }
   std::optional<Sharding> passthrough;
   if (!out.IsTiled()) {
@@ -322,8 +324,8 @@ std::optional<Sharding> Propagator::GatherOperandFromUser(const Instruction* ins
     GSDims pd = OperandPassthroughDims(g->operand(0)->shape(), dn.collapsed_slice_dims,
                                        dn.operand_batching_dims, dn.offset_dims,
                                        g->attrs().gather_slice_sizes);
-    Sharding r = PropagateAlongDimsAndReplicateOthers(out, pd.output_dims,
-                                                       pd.operand_dims, op_rank);
+    Sharding r = PropagateShardingAlongDimsAndReplicateOthers(
+        out, pd.output_dims, pd.operand_dims, op_rank);
     if (!r.IsTileMaximal()) passthrough = r;
   }
   return MergePreferParallel(parallel, passthrough);
@@ -341,22 +343,23 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
     for (int i = 0; i < n; ++i)
       if (IsSpatiallyPartitionedInstr(s->operand(i)))
         changed |= MaybeImproveSub(
-            s, PropagateAlongDimsAndReplicateOthers(Get(s->operand(i)), d.operand_dims,
-                                                    d.operand_dims, rank),
+            s,
+            PropagateShardingAlongDimsAndReplicateOthers(
+                Get(s->operand(i)), d.operand_dims, d.operand_dims, rank),
             i, may_combine);
     if (IsSpatiallyPartitionedInstr(indices)) {
-      Sharding from_idx = PropagateAlongDimsAndReplicateOthers(
+      Sharding from_idx = PropagateShardingAlongDimsAndReplicateOthers(
           Get(indices), d.indices_dims, d.operand_dims, rank);
       for (int i = 0; i < n; ++i)
         changed |= MaybeImproveSub(s, from_idx, i, may_combine);
     }
     for (int i = 0; i < n; ++i)
       if (IsSpatiallyPartitionedInstr(s->operand(n + 1 + i)))
-        changed |= MaybeImproveSub(
-            s, PropagateAlongDimsAndReplicateOthers(Get(s->operand(n + 1 + i)),
-                                                    d.output_dims, d.operand_dims,
-                                                    rank),
-            i, may_combine);
+        changed |= MaybeImproveSub(s,
+                                   PropagateShardingAlongDimsAndReplicateOthers(
+                                       Get(s->operand(n + 1 + i)),
+                                       d.output_dims, d.operand_dims, rank),
+                                   i, may_combine);
   };
   if (!dn.input_batching_dims.empty()) {
     GSDims d;
@@ -393,8 +396,8 @@ bool Propagator::InferScatterFromOperands(Instruction* s, bool may_combine) {
       GSDims pd = OperandPassthroughDims(op_shape, dn.inserted_window_dims,
                                          dn.input_batching_dims,
                                          dn.update_window_dims, slice);
-      Sharding x = PropagateAlongDimsAndReplicateOthers(us, pd.output_dims,
-                                                         pd.operand_dims, rank);
+      Sharding x = PropagateShardingAlongDimsAndReplicateOthers(
+          us, pd.output_dims, pd.operand_dims, rank);
       if (!x.IsTileMaximal()) r = x;
     }
     if (r) changed |= MaybeImproveSub(s, *r, i, may_combine);
@@ -422,10 +425,11 @@ std::optional<Sharding> Propagator::ScatterOperandFromUser(const Instruction* in
       const Instruction* u = s->operand(n + 1 + i);
       if (!IsSpatiallyPartitionedInstr(u)) continue;
       const Sharding& x = Get(u);
-      shardings.push_back(x.IsTiled() ? PropagateAlongDimsAndReplicateOthers(
-                                            x, c.output_dims, c.indices_dims,
-                                            indices->shape().rank())
-                                      : x);
+      shardings.push_back(
+          x.IsTiled()
+              ? PropagateShardingAlongDimsAndReplicateOthers(
+                    x, c.output_dims, c.indices_dims, indices->shape().rank())
+              : x);
     }
     if (shardings.empty()) return std::nullopt;
     return FindCommonSharding(shardings);
@@ -438,7 +442,7 @@ std::optional<Sharding> Propagator::ScatterOperandFromUser(const Instruction* in
   if (IsSpatiallyPartitionedInstr(indices)) {
     from_indices = Get(indices);
     if (from_indices.IsTiled())
-      from_indices = PropagateAlongDimsAndReplicateOthers(
+      from_indices = PropagateShardingAlongDimsAndReplicateOthers(
           from_indices, c.indices_dims, c.output_dims, update_rank);
   }
   if (options_.is_spmd) {
@@ -456,14 +460,14 @@ std::optional<Sharding> Propagator::ScatterOperandFromUser(const Instruction* in
       }
       if (auto implicit = ScatterParallelDims(*this, s)) pd.Append(*implicit);
       if (!pd.operand_dims.empty())
-        parallel = PropagateAlongDimsAndReplicateOthers(out, pd.operand_dims,
-                                                        pd.output_dims, update_rank);
+        parallel = PropagateShardingAlongDimsAndReplicateOthers(
+            out, pd.operand_dims, pd.output_dims, update_rank);
       GSDims pt = OperandPassthroughDims(
           op_shape, dn.inserted_window_dims, dn.input_batching_dims,
           dn.update_window_dims,
           ScatterSliceSizes(op_shape, s->operand(n + 1)->shape(), dn));
-      Sharding x = PropagateAlongDimsAndReplicateOthers(out, pt.operand_dims,
-                                                         pt.output_dims, update_rank);
+      Sharding x = PropagateShardingAlongDimsAndReplicateOthers(
+          out, pt.operand_dims, pt.output_dims, update_rank);
       if (!x.IsTileMaximal()) passthrough = x;
     }
     auto from_output = MergePreferParallel(parallel, passthrough);

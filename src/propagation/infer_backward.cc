@@ -38,14 +38,10 @@ Sharding Propagator::InferDotOperandSharding(const Instruction* dot, int k,
                                               bool may_combine) {
   const DotDims dims = GetDotDims(Rule(dot), dot);
   Sharding s = Sharding::Replicate();
-  if (Has(dot))
-    s = ProjectSharding(Get(dot), dims.OutputToOperand(k),
-                        k == 0 ? dims.lhs_rank : dims.rhs_rank);
+  if (Has(dot)) s = ProjectSharding(Get(dot), dims.OperandToOutput(k));
   const Instruction* other = dot->operand(1 - k);
   if (Has(other) && IsSpatiallyPartitioned(Get(other))) {
-    Sharding from_other =
-        ProjectSharding(Get(other), dims.OtherToOperand(k),
-                        k == 0 ? dims.lhs_rank : dims.rhs_rank);
+    Sharding from_other = ProjectSharding(Get(other), dims.OperandToOther(k));
     if (MergeSharding(s, &from_other, may_combine)) s = from_other;
   }
   return s;
@@ -73,8 +69,8 @@ std::optional<Sharding> Propagator::GetShardingFromUser(const Instruction* instr
             TileDimOr1(us, d) > 1)
           needs_replication = true;
       if (!options_.is_spmd && needs_replication) return std::nullopt;
-      return ProjectSharding(us, FactorDimMapping(rule, -1, 0, user->shape().rank()),
-                             instr->shape().rank());
+      return ProjectSharding(
+          us, FactorDimMapping(rule, 0, -1, instr->shape().rank()));
     }
     case Opcode::kConcatenate: {
       if (aggr == 0) return std::nullopt;
@@ -207,8 +203,8 @@ std::optional<Sharding> Propagator::GetShardingFromUser(const Instruction* instr
       Sharding s = user->shape().IsTuple() ? GetSubSharding(us, user->shape(), idx)
                                             : us;
       if (s.IsTiled()) {
-        s = ProjectSharding(s, FactorDimMapping(rule, -1, 0, s.TiledDataRank()),
-                            instr->shape().rank());
+        s = ProjectSharding(
+            s, FactorDimMapping(rule, 0, -1, instr->shape().rank()));
       }
       const int n = user->operand_count() / 2;
       for (int k = 0; k < n; ++k) {

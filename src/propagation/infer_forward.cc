@@ -201,8 +201,7 @@ bool Propagator::InferDotFromOperands(Instruction* instr) {
   auto from_operand = [&](int k) {
     const Sharding& s = Get(instr->operand(k));
     if (s.IsTileMaximal()) return s;
-    return ProjectSharding(s, dims.OperandToOutput(k),
-                           instr->shape().rank());
+    return ProjectSharding(s, dims.OutputToOperand(k));
   };
   std::optional<Sharding> improved[2];
   const Sharding* cur = Has(instr) ? &Get(instr) : nullptr;
@@ -421,9 +420,10 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
                                   may_combine, one_user);
           continue;
         }
-        Sharding projected =
-            ProjectSharding(os, FactorDimMapping(rule, k, -1, op->shape().rank()),
-                            op->shape().rank() - instr->attrs().dimensions.size());
+        Sharding projected = ProjectSharding(
+            os, FactorDimMapping(
+                    rule, -1, k,
+                    op->shape().rank() - instr->attrs().dimensions.size()));
         changed |= MaybeImprove(instr, maybe_tuple(projected), may_combine, one_user);
       }
       return changed;
@@ -433,8 +433,7 @@ bool Propagator::InferFromOperands(Instruction* instr, int aggr) {
       const Instruction* op = instr->operand(0);
       if (!IsSpatiallyPartitionedInstr(op) || Get(op).IsReplicated()) return false;
       Sharding s = ProjectSharding(
-          Get(op), FactorDimMapping(rule, 0, -1, op->shape().rank()),
-          instr->shape().rank());
+          Get(op), FactorDimMapping(rule, -1, 0, instr->shape().rank()));
       return MaybeImprove(instr, s, may_combine, one_user);
     }
     case Opcode::kConcatenate: {

@@ -218,30 +218,10 @@ Sharding TransposeSharding(const Sharding& s,
   return Sharding::Subgroup(ta.Transpose(dims), std::move(types));
 }
 
-Sharding ProjectSharding(const Sharding& s,
-                         const std::vector<int64_t>& src_to_tgt,
-                         int64_t target_rank) {
+Sharding ProjectSharding(const Sharding& s, const std::vector<int64_t>& dst_to_src) {
   if (!s.IsTiled()) return s;
   thread_local ShardingMemo<Sharding> memo;
-  std::vector<int64_t> key = src_to_tgt;
-  key.push_back(target_rank);
-  return memo.Get(s, key, [&] {
-    std::vector<int64_t> source_dims, target_dims;
-    for (size_t i = 0; i < src_to_tgt.size(); ++i) {
-      if (src_to_tgt[i] < 0) continue;
-      source_dims.push_back(static_cast<int64_t>(i));
-      target_dims.push_back(src_to_tgt[i]);
-    }
-    return sharding_util::PropagateShardingAlongDimsAndReplicateOthers(
-        s, source_dims, target_dims, target_rank);
-  });
-}
-
-Sharding PropagateAlongDimsAndReplicateOthers(
-    const Sharding& s, const std::vector<int64_t>& source_dims,
-    const std::vector<int64_t>& target_dims, int64_t target_rank) {
-  return sharding_util::PropagateShardingAlongDimsAndReplicateOthers(
-      s, source_dims, target_dims, target_rank);
+  return memo.Get(s, dst_to_src, [&] { return sharding_util::ProjectSharding(s, dst_to_src); });
 }
 
 namespace {

@@ -71,15 +71,11 @@ Sharding RemoveShapeDimensions(const Sharding& s,
 // Result data dim i is source data dim dims[i]; `dims` may also cover the
 // subgroup dims (then it permutes the whole tile assignment).
 Sharding TransposeSharding(const Sharding& s, const std::vector<int64_t>& dims);
-// Replicates source dims without a counterpart, then maps the rest
-// (src_to_tgt[i] = target dim of source data dim i, or -1).
-Sharding ProjectSharding(const Sharding& s,
-                         const std::vector<int64_t>& src_to_tgt,
-                         int64_t target_rank);
-// Keeps the tiling of source_dims[i] on target_dims[i], replicates the rest.
-Sharding PropagateAlongDimsAndReplicateOthers(
-    const Sharding& s, const std::vector<int64_t>& source_dims,
-    const std::vector<int64_t>& target_dims, int64_t target_rank);
+// sharding_util::ProjectSharding (dst_to_src[i] = the source data dim that
+// target dim i takes its tiling from, or -1; unmapped source dims are
+// replicated), memoised.
+Sharding ProjectSharding(const Sharding& s, const std::vector<int64_t>& dst_to_src);
+using sharding_util::PropagateShardingAlongDimsAndReplicateOthers;
 // XLA's reshape rules (see sharding_util.h).
 std::optional<Sharding> ReshapeSharding(const Shape& source,
                                         const Shape& target, const Sharding& s);

@@ -366,38 +366,51 @@ Sharding InsertShapeDimensions(const Sharding& s, int64_t index,
   return Rebuild(s, s.tile_assignment().Reshape(dims), s.subgroup_types());
 }
 
+Sharding ProjectSharding(const Sharding& s, const std::vector<int64_t>& dst_to_src,
+                         SubgroupType dropped_type) {
+  if (!s.IsTiled()) return s;
+  const TileAssignment& ta = s.tile_assignment();
+  const int64_t rank = s.TiledDataRank();
+  // Mapped source dims in result order, then the dropped ones (as subgroups
+  // of `dropped_type`), then the source's own subgroups.
+  std::vector<bool> used(rank, false);
+  std::vector<int64_t> perm, dims;
+  std::vector<SubgroupType> types;
+  for (int64_t d : dst_to_src) {
+    if (d >= 0) {
+      MS_CHECK(d < rank && !used[d]);
+      used[d] = true;
+      perm.push_back(d);
+      dims.push_back(ta.dim(d));
+    } else {
+      dims.push_back(1);
+    }
+  }
+  for (int64_t i = 0; i < rank; ++i) {
+    if (used[i]) continue;
+    perm.push_back(i);
+    dims.push_back(ta.dim(i));
+    types.push_back(dropped_type);
+  }
+  for (size_t k = 0; k < s.subgroup_types().size(); ++k) {
+    perm.push_back(rank + k);
+    dims.push_back(ta.dim(rank + k));
+    types.push_back(s.subgroup_types()[k]);
+  }
+  return Rebuild(s, ta.Transpose(perm).Reshape(dims), std::move(types));
+}
+
 Sharding PropagateShardingAlongDimsAndReplicateOthers(
     const Sharding& s, const std::vector<int64_t>& source_dims,
     const std::vector<int64_t>& target_dims, int64_t target_rank) {
   MS_CHECK(source_dims.size() == target_dims.size());
   if (!s.IsTiled()) return s;
-  Sharding r = PartiallyReplicateTiledShardingOnAllDimsExcept(s, source_dims);
-  if (!r.IsTiled()) return r;
-  const TileAssignment& ta = r.tile_assignment();
-  const int64_t rank = r.TiledDataRank();
-  // Kept source dims in target order, then the (now untiled) other source
-  // dims, then the subgroups.
-  std::vector<int64_t> order(source_dims.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t x, int64_t y) {
-    return target_dims[x] < target_dims[y];
-  });
-  std::vector<int64_t> perm;
-  std::vector<bool> used(rank, false);
-  for (int64_t k : order) {
-    perm.push_back(source_dims[k]);
-    used[source_dims[k]] = true;
+  std::vector<int64_t> dst_to_src(target_rank, -1);
+  for (size_t k = 0; k < source_dims.size(); ++k) {
+    MS_CHECK(dst_to_src[target_dims[k]] < 0);
+    dst_to_src[target_dims[k]] = source_dims[k];
   }
-  for (int64_t d = 0; d < rank; ++d)
-    if (!used[d]) perm.push_back(d);
-  std::vector<int64_t> out_dims(target_rank, 1);
-  for (size_t k = 0; k < source_dims.size(); ++k)
-    out_dims[target_dims[k]] = ta.dim(source_dims[k]);
-  for (int64_t d = rank; d < ta.num_dimensions(); ++d) {
-    perm.push_back(d);
-    out_dims.push_back(ta.dim(d));
-  }
-  return Rebuild(r, ta.Transpose(perm).Reshape(out_dims), r.subgroup_types());
+  return ProjectSharding(s, dst_to_src, SubgroupType::kReplicated);
 }
 
 Sharding MoveAndMergeShardingTiles(const Sharding& s, int64_t source_dim,

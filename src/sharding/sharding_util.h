@@ -77,6 +77,14 @@ Sharding RemoveShapeDimensions(const Sharding& s,
 Sharding InsertShapeDimensions(const Sharding& s, int64_t index,
                                int64_t num_dims);
 
+// A sharding of a rank-dst_to_src.size() value whose data dim i is tiled like
+// data dim dst_to_src[i] of `s` (-1: untiled). Tiled source data dims that no
+// dim maps to become subgroups of `dropped_type`; source subgroups are kept.
+// Non-tiled `s` is returned unchanged. Metadata is kept.
+// REQUIRES: no source dim appears twice in dst_to_src.
+Sharding ProjectSharding(const Sharding& s, const std::vector<int64_t>& dst_to_src,
+                         SubgroupType dropped_type = SubgroupType::kReplicated);
+
 // Keeps the tiling of source data dims source_dims[k], placing it on target
 // dim target_dims[k] of a rank-`target_rank` value, and replicates every
 // other source dim. Covers broadcast (operand -> output), reduce (kept

@@ -115,18 +115,19 @@ TEST(ReplicationTest, PartiallyReplicatesDims) {
 }
 
 TEST(ProjectionTest, MapsFactorsAndReplicatesTheRest) {
+  // Each map gives, for every result dim, the source dim it takes (-1: none).
   // A [batch, m, k] lhs onto a [batch, m, n] dot output: k is contracted.
   Sharding lhs = P("{devices=[2,1,2]0,1,2,3}");
-  ExpectSame(ProjectSharding(lhs, {0, 1, -1}, 3),
+  ExpectSame(ProjectSharding(lhs, {0, 1, -1}),
              "{devices=[2,1,1,2]0,1,2,3 last_tile_dim_replicate}");
   // Transpose-like mapping.
-  ExpectSame(ProjectSharding(P("{devices=[2,4]<=[8]}"), {1, 0}, 2),
+  ExpectSame(ProjectSharding(P("{devices=[2,4]<=[8]}"), {1, 0}),
              "{devices=[4,2]<=[2,4]T(1,0)}");
   // Broadcast-like mapping into a higher rank.
-  ExpectSame(ProjectSharding(P("{devices=[2]0,1}"), {2}, 3),
+  ExpectSame(ProjectSharding(P("{devices=[2]0,1}"), {-1, -1, 0}),
              "{devices=[1,1,2]0,1}");
   // Unmapped tiled dims are replicated.
-  ExpectSame(ProjectSharding(P("{devices=[2,2]<=[4]}"), {0, -1}, 1),
+  ExpectSame(ProjectSharding(P("{devices=[2,2]<=[4]}"), {0}),
              "{devices=[2,2]<=[4] last_tile_dim_replicate}");
 }
 
@@ -188,7 +189,7 @@ TEST(SymbolicTest, RulesDoNotExpandIotaAssignments) {
              "{devices=[1,8,1024]<=[8192] last_tile_dim_replicate}");
   EXPECT_TRUE(PropagateShardingThroughReshape(shape, shape3, rows).IsTiled());
   EXPECT_TRUE(ReshapeSharding(shape, shape3, rows).has_value());
-  ExpectSame(ProjectSharding(rows, {0, -1}, 2), rows.ToString());
+  ExpectSame(ProjectSharding(rows, {0, -1}), rows.ToString());
   EXPECT_TRUE(PartiallyReplicateOnDims(rows, {0}).IsReplicated());
   Sharding merged = rows;
   ASSERT_TRUE(MergeShardingIfCompatible(cols, &merged));
