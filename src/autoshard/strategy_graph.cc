@@ -12,14 +12,10 @@
 #include "import/shard_spec.h"
 #include "ir/computation.h"
 #include "ir/instruction.h"
-#include "propagation/op_rules.h"
+#include "rules/op_rules.h"
 
 namespace meshsplit::autoshard {
 namespace {
-
-using propagation::FactorKind;
-using propagation::OpShardingRule;
-using propagation::RuleKind;
 
 // A factor the planner may put mesh axes on: operand dims (-1: absent) and
 // the result dim (-1: reduced away, the result holds partial sums).
@@ -94,7 +90,7 @@ bool GatherFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
 // opaque.
 bool PlanFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
   if (!instr.shape().IsArray() || PlannerSkips(instr.opcode())) return false;
-  const OpShardingRule rule = propagation::GetOpShardingRule(instr);
+  const OpShardingRule rule = GetOpShardingRule(instr);
   const Shape& rs = instr.shape();
   switch (rule.kind) {
     case RuleKind::kElementwise:
@@ -275,7 +271,7 @@ class Builder {
     if (!instr.shape().IsArray()) return false;
     if (op == Opcode::kIota) return true;
     if (op != Opcode::kBroadcast && op != Opcode::kConvert && op != Opcode::kCopy &&
-        propagation::GetOpShardingRule(instr).kind != RuleKind::kElementwise)
+        GetOpShardingRule(instr).kind != RuleKind::kElementwise)
       return false;
     for (const Instruction* o : instr.operands())
       if (Rank(o) != 0 && !free_.count(o)) return false;
@@ -286,7 +282,7 @@ class Builder {
   // not free joins that operand's class.
   bool TryFollower(const Instruction* instr) {
     if (!instr->shape().IsArray()) return false;
-    if (propagation::GetOpShardingRule(*instr).kind != RuleKind::kElementwise) return false;
+    if (GetOpShardingRule(*instr).kind != RuleKind::kElementwise) return false;
     int real = -1;
     for (int k = 0; k < instr->operand_count(); ++k) {
       const Instruction* o = instr->operand(k);
@@ -524,7 +520,7 @@ class Builder {
         const Instruction& i = *node.instr;
         key = DigitFreePattern(i.name()) + "|" + std::string(OpcodeName(i.opcode())) + "|" +
               i.shape().ToString(false) + "|" + std::to_string(node.strategies.size()) + "|" +
-              propagation::RuleToString(propagation::GetOpShardingRule(i));
+              RuleToString(GetOpShardingRule(i));
         for (const Instruction* o : i.operands())
           key += "|" + DigitFreePattern(o->name()) + ":" + o->shape().ToString(false);
       }

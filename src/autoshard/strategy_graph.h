@@ -2,7 +2,7 @@
 // after Alpa's intra-op pass (Zheng et al. 2022): one node per instruction
 // of the entry computation that matters, each with a list of strategies; a
 // strategy is one assignment of mesh axes to the factors of the op's sharding
-// rule (propagation/op_rules.h), which fixes the sharding of its result, the
+// rule (rules/op_rules.h), which fixes the sharding of its result, the
 // shardings its operands must be read in, and its cost per device: compute
 // and memory time, plus the all-reduce of partial sums when an axis is on a
 // reduction factor. Edges carry the reshard cost from a producer's result

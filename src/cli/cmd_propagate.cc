@@ -13,8 +13,8 @@
 #include "cli/shard_flags.h"
 #include "compiler/compile.h"
 #include "ir/computation.h"
-#include "propagation/op_rules.h"
 #include "propagation/propagation.h"
+#include "rules/op_rules.h"
 #include "text/parser.h"
 #include "text/printer.h"
 
@@ -51,7 +51,7 @@ void Explain(const Module& m, const PropagationReport& report,
     return;
   }
   if (!instr->has_sharding()) {
-    auto rule = propagation::GetOpShardingRule(*instr);
+    auto rule = GetOpShardingRule(*instr);
     os << name << " has no sharding.\n";
     const Computation* entry = m.entry();
     if (instr->opcode() == Opcode::kParameter && instr->parent() == entry)
@@ -60,7 +60,7 @@ void Explain(const Module& m, const PropagationReport& report,
     if (instr == entry->root())
       os << "  it is the entry result: its sharding changes only with "
             "--propagate-to-output\n";
-    if (rule.kind == propagation::RuleKind::kNoRule)
+    if (rule.kind == RuleKind::kNoRule)
       os << "  its op (" << OpcodeName(instr->opcode())
          << ") has no sharding rule: " << rule.name << "\n";
     os << "  none of its operands or users carried a sharding that its rule ("
@@ -128,7 +128,7 @@ int RunPropagate(const PropagateOptions& opts) {
     for (const auto& c : module.computations())
       for (const auto& i : c->instructions())
         std::cout << i->name() << ": "
-                  << propagation::RuleToString(propagation::GetOpShardingRule(*i))
+                  << RuleToString(GetOpShardingRule(*i))
                   << "\n";
     return 0;
   }

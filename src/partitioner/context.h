@@ -135,23 +135,6 @@ Status HandleDot(SpmdContext& ctx, const Instruction& instr);
 // handlers/convolution.cc: batch / feature partitioning, and spatial dims
 // partitioned with halo exchange (halo.h) when the window allows.
 Status HandleConvolution(SpmdContext& ctx, const Instruction& instr);
-// The shared core of dot and convolution (handlers/dot.cc). Each operand /
-// result dim maps to an iteration-space dim, or to -1 when the op reaches
-// across it, which must then be whole. Iteration dims at or after the
-// first contracting one are summed over.
-// `make_local`, when given, emits the local op from the resharded lhs and rhs
-// and the local result shape instead of a clone of `instr` (for dot-like ops
-// with more operands, e.g. the block-scaled dot's scales); windowed einsum
-// is then not tried.
-using LocalContraction = std::function<Instruction*(
-    const PartitionedValue& lhs, const PartitionedValue& rhs, const Shape& local_shape)>;
-Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
-                            const std::vector<int64_t>& lhs_to_iter,
-                            const std::vector<int64_t>& rhs_to_iter,
-                            const std::vector<int64_t>& out_to_iter, int64_t n_iter,
-                            const std::vector<int64_t>& lhs_contracting,
-                            const std::vector<int64_t>& rhs_contracting,
-                            const LocalContraction& make_local = nullptr);
 // handlers/block_scaled_dot.cc: the "__op$block_scaled_dot" custom-call as a
 // dot whose scale operands follow their operands' shardings.
 bool IsBlockScaledDot(const Instruction& instr);

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "ir/computation.h"
-#include "propagation/dot_dims.h"
 #include "propagation/propagator.h"
+#include "rules/dot_dims.h"
 
 namespace meshsplit::propagation {
 

@@ -4,8 +4,8 @@
 #include <climits>
 
 #include "ir/computation.h"
-#include "propagation/dot_dims.h"
 #include "propagation/propagator.h"
+#include "rules/dot_dims.h"
 
 namespace meshsplit::propagation {
 

@@ -13,9 +13,9 @@
 
 #include "ir/computation.h"
 #include "ir/module.h"
-#include "propagation/op_rules.h"
 #include "propagation/propagation.h"
 #include "propagation/sharding_ops.h"
+#include "rules/op_rules.h"
 #include "sharding/sharding.h"
 #include "support/check.h"
 

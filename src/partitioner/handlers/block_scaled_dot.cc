@@ -11,6 +11,7 @@
 
 #include "ir/custom_call_targets.h"
 #include "partitioner/context.h"
+#include "partitioner/handlers/dot_plan.h"
 
 namespace meshsplit::spmd {
 namespace {
@@ -89,8 +90,9 @@ Status HandleBlockScaledDot(SpmdContext& ctx, const Instruction& instr) {
     PartitionedValue rs = Reshard(ctx.b, ctx.Get(instr.operand(3)), r.sharding);
     return ctx.Clone(instr, local_shape, {l.hlo, r.hlo, ls.hlo, rs.hlo});
   };
-  return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_iter,
-                              {rank - 1}, {rank - 1}, make_local);
+  return PartitionContraction(
+      ctx, instr, MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_iter),
+      make_local);
 }
 
 }  // namespace meshsplit::spmd

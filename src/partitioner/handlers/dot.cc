@@ -20,10 +20,6 @@
 namespace meshsplit::spmd {
 namespace {
 
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
-
 // XLA partitions a dot along the tiling its operands already have and
 // reshards the result afterwards, rather than moving an operand to suit the
 // result. Weighing the whole-sharding candidates, an operand move counts this
@@ -89,17 +85,8 @@ std::optional<Sharding> ChooseWholeShardingCandidate(const ContractionSpace& spa
 
 }  // namespace
 
-// The shared core of dot and convolution. Each operand / result dim maps to
-// an iteration-space dim, or to -1 when the op reaches across it (a
-// convolution's spatial dims), which must then be whole. Iteration dims no
-// result dim maps to are summed over.
 Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
-                            const std::vector<int64_t>& lhs_to_iter,
-                            const std::vector<int64_t>& rhs_to_iter,
-                            const std::vector<int64_t>& out_to_iter, int64_t n_iter,
-                            const std::vector<int64_t>& lhs_contracting,
-                            const std::vector<int64_t>& rhs_contracting,
-                            const LocalContraction& make_local) {
+                            const ContractionSpace& space, const LocalContraction& make_local) {
   const Shape& lhs_shape = instr.operand(0)->shape();
   const Shape& rhs_shape = instr.operand(1)->shape();
   Sharding out = ctx.ShardingOf(instr);
@@ -120,8 +107,6 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   const Sharding plan_out = all_unreduced ? Sharding::Replicate() : out;
   if (!plan_out.IsTiled() && !plan_out.IsReplicated())
     return ctx.Fallback(instr, "result sharding");
-  const ContractionSpace space =
-      MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_iter);
   const Sharding lhs_s = NormalizeForPartitioning(lhs.sharding);
   const Sharding rhs_s = NormalizeForPartitioning(rhs.sharding);
   // First the mesh-axis plan (recursive partitioning on device subgroups);
@@ -140,9 +125,11 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
     if (!chosen) return ctx.Fallback(instr, "no usable iteration-space sharding");
     it = *chosen;
   }
-  const Sharding lt = ProjectSharding(it, lhs_to_iter);
-  const Sharding rt = ProjectSharding(it, rhs_to_iter);
-  const Sharding partial = ProjectSharding(it, out_to_iter, SubgroupType::kUnreduced);
+  const Sharding lt = ProjectSharding(it, space.lhs_to_iter);
+  const Sharding rt = ProjectSharding(it, space.rhs_to_iter);
+  const Sharding partial = ProjectSharding(it, space.out_to_iter, SubgroupType::kUnreduced);
+  const std::vector<int64_t> lhs_contracting = ContractingDims(space, 0);
+  const std::vector<int64_t> rhs_contracting = ContractingDims(space, 1);
   // Padded contracting elements become zeros on both sides.
   auto prepare = [&](int side) {
     const bool is_lhs = side == 0;
@@ -193,37 +180,11 @@ Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
   return Status::Ok();
 }
 
+// Iteration space: the dot rule's factors, [batch, lhs free, rhs free,
+// contracting]; the result dims are its first dims.
 Status HandleDot(SpmdContext& ctx, const Instruction& instr) {
-  const DotDimensionNumbers& dn = *instr.attrs().dot_dnums;
-  const Shape& lhs_shape = instr.operand(0)->shape();
-  const Shape& rhs_shape = instr.operand(1)->shape();
-  std::vector<int64_t> lf, rf;
-  for (int64_t d = 0; d < lhs_shape.rank(); ++d)
-    if (!Contains(dn.lhs_batch_dimensions, d) && !Contains(dn.lhs_contracting_dimensions, d))
-      lf.push_back(d);
-  for (int64_t d = 0; d < rhs_shape.rank(); ++d)
-    if (!Contains(dn.rhs_batch_dimensions, d) && !Contains(dn.rhs_contracting_dimensions, d))
-      rf.push_back(d);
-  const int64_t nb = dn.lhs_batch_dimensions.size(), nlf = lf.size(), nrf = rf.size(),
-                nc = dn.lhs_contracting_dimensions.size();
-  const int64_t n_out = nb + nlf + nrf;
-  // Iteration space: [batch, lhs free, rhs free, contracting]; the result
-  // dims are its first n_out dims.
-  std::vector<int64_t> lhs_to_iter(lhs_shape.rank()), rhs_to_iter(rhs_shape.rank());
-  for (int64_t k = 0; k < nb; ++k) {
-    lhs_to_iter[dn.lhs_batch_dimensions[k]] = k;
-    rhs_to_iter[dn.rhs_batch_dimensions[k]] = k;
-  }
-  for (int64_t k = 0; k < nlf; ++k) lhs_to_iter[lf[k]] = nb + k;
-  for (int64_t k = 0; k < nrf; ++k) rhs_to_iter[rf[k]] = nb + nlf + k;
-  for (int64_t k = 0; k < nc; ++k) {
-    lhs_to_iter[dn.lhs_contracting_dimensions[k]] = n_out + k;
-    rhs_to_iter[dn.rhs_contracting_dimensions[k]] = n_out + k;
-  }
-  std::vector<int64_t> out_to_iter(n_out);
-  for (int64_t k = 0; k < n_out; ++k) out_to_iter[k] = k;
-  return PartitionContraction(ctx, instr, lhs_to_iter, rhs_to_iter, out_to_iter, n_out + nc,
-                              dn.lhs_contracting_dimensions, dn.rhs_contracting_dimensions);
+  const ContractionSpace space = ContractionSpaceOf(GetOpShardingRule(instr).factors, instr);
+  return PartitionContraction(ctx, instr, space);
 }
 
 }  // namespace meshsplit::spmd

@@ -277,6 +277,31 @@ ContractionSpace MakeContractionSpace(const Instruction& instr,
   return s;
 }
 
+ContractionSpace ContractionSpaceOf(const std::vector<Factor>& factors, const Instruction& instr) {
+  std::vector<int64_t> lhs_to_iter(instr.operand(0)->shape().rank(), -1);
+  std::vector<int64_t> rhs_to_iter(instr.operand(1)->shape().rank(), -1);
+  std::vector<int64_t> out_to_iter(instr.shape().rank(), -1);
+  for (size_t i = 0; i < factors.size(); ++i) {
+    const Factor& f = factors[i];
+    if (f.operand_dims.size() > 0 && f.operand_dims[0] >= 0) lhs_to_iter[f.operand_dims[0]] = i;
+    if (f.operand_dims.size() > 1 && f.operand_dims[1] >= 0) rhs_to_iter[f.operand_dims[1]] = i;
+    if (f.result_dim >= 0) out_to_iter[f.result_dim] = i;
+  }
+  return MakeContractionSpace(instr, lhs_to_iter, rhs_to_iter, out_to_iter,
+                              static_cast<int64_t>(factors.size()));
+}
+
+std::vector<int64_t> ContractingDims(const ContractionSpace& space, int side) {
+  const std::vector<int64_t>& to_iter = side == 0 ? space.lhs_to_iter : space.rhs_to_iter;
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < space.n_iter; ++i) {
+    if (!space.contracting[i]) continue;
+    for (size_t d = 0; d < to_iter.size(); ++d)
+      if (to_iter[d] == i) dims.push_back(d);
+  }
+  return dims;
+}
+
 std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shape& lhs_shape,
                                        const Shape& rhs_shape, const Shape& out_shape,
                                        const Sharding& lhs, const Sharding& rhs,

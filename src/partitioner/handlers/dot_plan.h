@@ -15,6 +15,7 @@
 
 #include "ir/instruction.h"
 #include "partitioner/context.h"
+#include "rules/op_rules.h"
 
 namespace meshsplit::spmd {
 
@@ -35,6 +36,28 @@ ContractionSpace MakeContractionSpace(const Instruction& instr,
                                       const std::vector<int64_t>& lhs_to_iter,
                                       const std::vector<int64_t>& rhs_to_iter,
                                       const std::vector<int64_t>& out_to_iter, int64_t n_iter);
+
+// The contraction space of dot-like factors of `instr`'s sharding rule
+// (GetOpShardingRule; operand 0 is the lhs, 1 the rhs): iteration dim i is
+// factors[i], summed over when the result lacks it. Dims no factor names
+// are taken whole.
+ContractionSpace ContractionSpaceOf(const std::vector<Factor>& factors, const Instruction& instr);
+
+// The dims of operand `side` (0 = lhs, 1 = rhs) that lie on contracting
+// iteration dims, in iteration-dim order.
+std::vector<int64_t> ContractingDims(const ContractionSpace& space, int side);
+
+// The shared core of dot, convolution and the block-scaled dot
+// (handlers/dot.cc): `instr` partitioned in `space`, its contracting dims'
+// padding zeroed on both sides. `make_local`, when given, emits the local
+// op from the resharded lhs and rhs and the local result shape instead of a
+// clone of `instr` (for dot-like ops with more operands, e.g. the
+// block-scaled dot's scales); windowed einsum is then not tried.
+using LocalContraction = std::function<Instruction*(
+    const PartitionedValue& lhs, const PartitionedValue& rhs, const Shape& local_shape)>;
+Status PartitionContraction(SpmdContext& ctx, const Instruction& instr,
+                            const ContractionSpace& space,
+                            const LocalContraction& make_local = nullptr);
 
 // The iteration-space sharding (data dims = iteration dims, then manual
 // and replicated subgroups) chosen by the mesh-axis search, or nullopt when

@@ -1,7 +1,7 @@
 // The per-opcode sharding rules (see op_rules.h). Every opcode of
 // ir/opcodes.def has a case below; -Werror=switch makes a new opcode fail to
 // compile until it gets one.
-#include "propagation/op_rules.h"
+#include "rules/op_rules.h"
 
 #include <algorithm>
 #include <numeric>
@@ -9,7 +9,7 @@
 
 #include "ir/computation.h"
 
-namespace meshsplit::propagation {
+namespace meshsplit {
 
 namespace {
 
@@ -202,6 +202,8 @@ OpShardingRule Dot(const Instruction& instr) {
 // non-contracting, input feature is contracting, and trivial spatial dims
 // (window 1 without padding, or window covering the input) become
 // non-contracting or contracting dims; the rest are windowed.
+// The first three factors are always batch, output feature and input
+// feature (the partitioner's whole-spatial path reads only those).
 OpShardingRule Convolution(const Instruction& instr) {
   OpShardingRule r;
   r.kind = RuleKind::kConvolution;
@@ -628,4 +630,4 @@ std::string RuleToString(const OpShardingRule& rule) {
   return os.str();
 }
 
-}  // namespace meshsplit::propagation
+}  // namespace meshsplit

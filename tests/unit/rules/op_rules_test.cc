@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 
 #include "ir/computation.h"
-#include "propagation/dot_dims.h"
-#include "propagation/op_rules.h"
+#include "rules/dot_dims.h"
+#include "rules/op_rules.h"
 #include "text/parser.h"
 
-namespace meshsplit::propagation {
+namespace meshsplit {
 namespace {
 
 class OpRulesTest : public ::testing::Test {
@@ -149,4 +149,4 @@ ENTRY e {
 }
 
 }  // namespace
-}  // namespace meshsplit::propagation
+}  // namespace meshsplit

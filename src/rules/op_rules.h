@@ -15,7 +15,7 @@
 
 #include "ir/instruction.h"
 
-namespace meshsplit::propagation {
+namespace meshsplit {
 
 enum class FactorKind {
   kPassThrough,      // present in the result: sharding flows both ways
@@ -95,4 +95,4 @@ std::string RuleToString(const OpShardingRule& rule);
 // Whether `instr` is a custom-call with this target.
 bool IsCustomCall(const Instruction& instr, const char* target);
 
-}  // namespace meshsplit::propagation
+}  // namespace meshsplit

@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "ir/instruction.h"
-#include "propagation/op_rules.h"
+#include "rules/op_rules.h"
 
-namespace meshsplit::propagation {
+namespace meshsplit {
 
 struct DotDims {
   struct Dim {
@@ -82,4 +82,4 @@ inline DotDims GetDotDims(const OpShardingRule& rule, const Instruction* instr) 
   return d;
 }
 
-}  // namespace meshsplit::propagation
+}  // namespace meshsplit
