@@ -138,7 +138,7 @@ Status SpmdContext::Fallback(const Instruction& instr, const std::string& why) {
     if (!v.shape.IsTuple() && v.sharding.HasManualSubgroup()) {
       std::vector<int64_t> all(v.sharding.TiledDataRank());
       for (size_t d = 0; d < all.size(); ++d) all[d] = d;
-      whole = ReplicateDims(v.sharding, all);
+      whole = PartiallyReplicateTiledShardingOnDims(v.sharding, all);
     }
     operands.push_back(Reshard(b, v, whole).hlo);
   }

@@ -341,7 +341,8 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
         if (src.TileDim(d) > 1) all.push_back(d);
       if (all.empty()) return {v.hlo, v.shape, dst};
       RecordReshardPath(ReshardPath::kAllGather, v, dst);
-      PartitionedValue whole = GatherDims(b, v, all, ReplicateDims(src, all));
+      PartitionedValue whole =
+          GatherDims(b, v, all, PartiallyReplicateTiledShardingOnDims(src, all));
       return {whole.hlo, v.shape, dst};
     }
     if (!src.HasManualSubgroup()) {
@@ -401,20 +402,20 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   }
   const int64_t rank = v.shape.rank();
   if (rank == 0) return {v.hlo, v.shape, dst};
-  const std::vector<int64_t> src_t = TileCounts(src, rank);
-  const std::vector<int64_t> dst_t = TileCounts(dst, rank);
+  const std::vector<int64_t> src_t = TileDims(src, rank);
+  const std::vector<int64_t> dst_t = TileDims(dst, rank);
   std::vector<int64_t> more, less;  // tiled only in dst / only in src
   for (int64_t i = 0; i < rank; ++i) {
     if (dst_t[i] > 1 && src_t[i] == 1) more.push_back(i);
     if (src_t[i] > 1 && dst_t[i] == 1) less.push_back(i);
   }
   // More tiled: every partition already holds its target tile.
-  if (ReplicateDims(dst, more) == src) {
+  if (PartiallyReplicateTiledShardingOnDims(dst, more) == src) {
     RecordReshardPath(ReshardPath::kSlice, v, dst);
     return SliceToTarget(b, v, dst, more);
   }
   // Less tiled: gather the dims the target does not tile.
-  if (!less.empty() && ReplicateDims(src, less) == dst) {
+  if (!less.empty() && PartiallyReplicateTiledShardingOnDims(src, less) == dst) {
     RecordReshardPath(ReshardPath::kAllGather, v, dst);
     return GatherDims(b, v, less, dst);
   }
@@ -443,11 +444,11 @@ PartitionedValue ReshardArray(SpmdBuilder& b, PartitionedValue v, const Sharding
   }
   for (const std::vector<int64_t>* gather : {&differ, &all}) {
     if (gather->empty() && gather == &differ) continue;
-    Sharding mid = ReplicateDims(src, *gather);
+    Sharding mid = PartiallyReplicateTiledShardingOnDims(src, *gather);
     std::vector<int64_t> slice;
     for (int64_t i = 0; i < rank; ++i)
-      if (dst_t[i] > 1 && TileCounts(mid, rank)[i] == 1) slice.push_back(i);
-    if (ReplicateDims(dst, slice) != mid) continue;
+      if (dst_t[i] > 1 && TileDims(mid, rank)[i] == 1) slice.push_back(i);
+    if (PartiallyReplicateTiledShardingOnDims(dst, slice) != mid) continue;
     RecordReshardPath(gather == &differ ? ReshardPath::kFallbackGatherSome
                                         : ReshardPath::kFallbackGatherAll,
                       v, dst);

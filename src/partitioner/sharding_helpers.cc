@@ -1,24 +1,7 @@
 // Sharding algebra for the partitioner (see sharding_helpers.h).
 #include "partitioner/sharding_helpers.h"
 
-#include "support/check.h"
-
 namespace meshsplit::spmd {
-
-Sharding ReplicateDims(const Sharding& s, const std::vector<int64_t>& dims) {
-  if (!s.IsTiled() || dims.empty()) return s;
-  std::vector<int64_t> map(s.TiledDataRank());
-  for (int64_t i = 0; i < s.TiledDataRank(); ++i) map[i] = i;
-  for (int64_t d : dims) map[d] = -1;
-  return ProjectSharding(s, map, SubgroupType::kReplicated);
-}
-
-std::vector<int64_t> TileCounts(const Sharding& s, int64_t rank) {
-  std::vector<int64_t> out(rank, 1);
-  if (s.IsTiled())
-    for (int64_t i = 0; i < rank; ++i) out[i] = s.TileDim(i);
-  return out;
-}
 
 bool HasUnreduced(const Sharding& s) {
   return s.kind() == Sharding::Kind::kUnreduced ||

@@ -1,7 +1,8 @@
-// The partitioner's view of shardings: moving tiled dims into the replicated
-// subgroup, resolving partial sums, tuple nesting and local shapes. The
-// shape-free algebra itself (projection, transpose, reshape) lives in
-// sharding/sharding_util.h. Everything stays in iota form when the input is.
+// The partitioner's view of shardings: resolving partial sums, tuple nesting
+// and local shapes. The shape-free algebra itself (projection, partial
+// replication, transpose, reshape) lives in sharding/sharding_util.h; the
+// parts the handlers use most are named here. Everything stays in iota form
+// when the input is.
 #pragma once
 
 #include <cstdint>
@@ -15,12 +16,10 @@ namespace meshsplit::spmd {
 
 // Projection onto other dims (dot operands, broadcast, transpose, reshape).
 using sharding_util::ProjectSharding;
-
-// The tiling of data dims `dims` moved into the replicated subgroup.
-Sharding ReplicateDims(const Sharding& s, const std::vector<int64_t>& dims);
-
-// Tiles per data dim (all ones when not tiled).
-std::vector<int64_t> TileCounts(const Sharding& s, int64_t rank);
+// Moving the tiling of some data dims into the replicated subgroup.
+using sharding_util::PartiallyReplicateTiledShardingOnDims;
+// Tiles per data dim.
+using sharding_util::TileDims;
 
 // True when the sharding holds partial sums (unreduced kind or subgroup).
 bool HasUnreduced(const Sharding& s);

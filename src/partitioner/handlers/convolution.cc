@@ -18,9 +18,9 @@ int64_t FloorDiv(int64_t a, int64_t b) {
 }
 
 // Partially manual shardings are usable: every path below keeps the
-// subgroups (ProjectSharding, ReplicateDims), its halo exchanges and
-// partial sums run along data dims only, and Reshard moves data only inside
-// each manual subgroup.
+// subgroups (ProjectSharding, PartiallyReplicateTiledShardingOnDims), its
+// halo exchanges and partial sums run along data dims only, and Reshard moves
+// data only inside each manual subgroup.
 bool Usable(const Sharding& s) {
   return s.IsTiled() && !HasUnreduced(s);
 }
@@ -67,7 +67,8 @@ bool TrySpatialConvolution(SpmdContext& ctx, const Instruction& instr) {
   }
   std::sort(whole.begin(), whole.end());
   whole.erase(std::unique(whole.begin(), whole.end()), whole.end());
-  const Sharding out = whole.empty() ? result : ReplicateDims(result, whole);
+  const Sharding out =
+      whole.empty() ? result : PartiallyReplicateTiledShardingOnDims(result, whole);
   const int64_t feature_tiles = out.TileDim(dn.output_feature_dimension);
 
   const Shape& lhs_shape = instr.operand(0)->shape();
@@ -159,7 +160,7 @@ bool TrySpatialContraction(SpmdContext& ctx, const Instruction& instr) {
   std::vector<int64_t> others;
   for (int64_t d = 0; d < lhs_shape.rank(); ++d)
     if (std::find(keep_l.begin(), keep_l.end(), d) == keep_l.end()) others.push_back(d);
-  Sharding lhs_target = ReplicateDims(lhs0.sharding, others);
+  Sharding lhs_target = PartiallyReplicateTiledShardingOnDims(lhs0.sharding, others);
   std::vector<int64_t> rhs_to_lhs(rhs_shape.rank(), -1);
   for (int64_t k : dims) rhs_to_lhs[dn.kernel_spatial_dimensions[k]] = dn.input_spatial_dimensions[k];
   Sharding rhs_target = ProjectSharding(lhs_target, rhs_to_lhs);
@@ -205,7 +206,7 @@ bool TryGroupedFeatureContraction(SpmdContext& ctx, const Instruction& instr) {
   std::vector<int64_t> others;
   for (int64_t d = 0; d < lhs_shape.rank(); ++d)
     if (d != dn.input_feature_dimension) others.push_back(d);
-  Sharding lhs_target = ReplicateDims(lhs0.sharding, others);
+  Sharding lhs_target = PartiallyReplicateTiledShardingOnDims(lhs0.sharding, others);
   std::vector<int64_t> rhs_to_lhs(rhs_shape.rank(), -1);
   rhs_to_lhs[dn.kernel_input_feature_dimension] = dn.input_feature_dimension;
   Sharding rhs_target = ProjectSharding(lhs_target, rhs_to_lhs);

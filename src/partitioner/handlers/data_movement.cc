@@ -131,7 +131,7 @@ Status SliceOnWholeDims(SpmdContext& ctx, const Instruction& instr) {
     const SliceDimension& s = instr.attrs().slice[d];
     if (s.start != 0 || s.limit != in_shape.dimensions(d) || s.stride != 1) sliced.push_back(d);
   }
-  Sharding mid = ReplicateDims(out, sliced);
+  Sharding mid = PartiallyReplicateTiledShardingOnDims(out, sliced);
   PartitionedValue operand = ctx.OperandAs(instr, 0, mid);
   Shape local = LocalShape(instr.shape(), mid);
   Instruction* r = ctx.Clone(instr, local, {operand.hlo});
@@ -245,7 +245,7 @@ Status HandleConcatenate(SpmdContext& ctx, const Instruction& instr) {
   Sharding out = ctx.ShardingOf(instr);
   const int64_t dim = instr.attrs().dimensions.at(0);
   if (!Plain(out) || Tiles(out, dim) == 1) {
-    Sharding mid = Plain(out) ? out : ReplicateDims(out, {dim});
+    Sharding mid = Plain(out) ? out : PartiallyReplicateTiledShardingOnDims(out, {dim});
     std::vector<Instruction*> operands;
     for (int i = 0; i < instr.operand_count(); ++i)
       operands.push_back(ctx.OperandAs(instr, i, mid).hlo);
@@ -400,7 +400,8 @@ Status HandleDynamicUpdateSlice(SpmdContext& ctx, const Instruction& instr) {
   if (!Plain(out) || masked.empty()) return HandlePassThrough(ctx, instr);
   SpmdBuilder& b = ctx.b;
   Instruction* x = ctx.OperandAs(instr, 0, out).hlo;
-  Instruction* upd = ctx.OperandAs(instr, 1, ReplicateDims(out, masked)).hlo;
+  Instruction* upd =
+      ctx.OperandAs(instr, 1, PartiallyReplicateTiledShardingOnDims(out, masked)).hlo;
   PaddingConfig around(rank);
   std::vector<Instruction*> window_starts, write_starts;
   std::vector<int64_t> window = upd->shape().dimensions();
@@ -494,7 +495,7 @@ bool TryTopKShapedSort(SpmdContext& ctx, const Instruction& instr) {
   std::vector<int64_t> ldims = values.hlo->shape().dimensions();
   Instruction* local = ctx.Clone(instr, local_tuple(ldims), {values.hlo, index.hlo});
   // Each partition's first kk, gathered along the sort dim.
-  const Sharding gathered = ReplicateDims(s, {dim});
+  const Sharding gathered = PartiallyReplicateTiledShardingOnDims(s, {dim});
   std::vector<int64_t> cand_global = dims;
   cand_global[dim] = kk * p;
   std::vector<int64_t> start(dims.size(), 0), limit = ldims;
@@ -569,7 +570,7 @@ Status HandleSort(SpmdContext& ctx, const Instruction& instr) {
       merged[dim] = 1;
       mid = Sharding::Subgroup(ta.Transpose(perm).Reshape(merged), out0.subgroup_types());
     } else {
-      mid = ReplicateDims(out0, {dim});
+      mid = PartiallyReplicateTiledShardingOnDims(out0, {dim});
     }
   }
   std::vector<Instruction*> operands;
@@ -621,7 +622,7 @@ Status HandlePassThrough(SpmdContext& ctx, const Instruction& instr) {
     default:
       return ctx.Fallback(instr);
   }
-  Sharding mid = ReplicateDims(out0, full);
+  Sharding mid = PartiallyReplicateTiledShardingOnDims(out0, full);
   std::vector<Instruction*> operands;
   for (int i = 0; i < instr.operand_count(); ++i) {
     const Shape& s = instr.operand(i)->shape();

@@ -179,7 +179,7 @@ Status HandleFft(SpmdContext& ctx, const Instruction& instr) {
   std::vector<int64_t> fft_dims;
   for (int64_t d = shape.rank() - nfft; d < shape.rank(); ++d) fft_dims.push_back(d);
   // The operand has the result's rank, and its batch dims are the result's.
-  const Sharding local = ReplicateDims(out, fft_dims);
+  const Sharding local = PartiallyReplicateTiledShardingOnDims(out, fft_dims);
   PartitionedValue in = ctx.OperandAs(instr, 0, local);
   Instruction* r = ctx.Clone(instr, LocalShape(shape, local), {in.hlo});
   SpmdBuilder::ScopedCause rule(ctx.b, instr, "fft dims whole, batch dims tiled like the result");

@@ -35,7 +35,7 @@ bool Plain(const Sharding& s) {
 // The data dims of `s` (rank `rank`) tiled more than once.
 std::vector<int64_t> TiledDims(const Sharding& s, int64_t rank) {
   std::vector<int64_t> out;
-  std::vector<int64_t> t = TileCounts(s, rank);
+  std::vector<int64_t> t = TileDims(s, rank);
   for (int64_t d = 0; d < rank; ++d)
     if (t[d] > 1) out.push_back(d);
   return out;
@@ -46,7 +46,7 @@ Sharding KeepDims(const Sharding& s, int64_t rank, const std::vector<int64_t>& k
   std::vector<int64_t> drop;
   for (int64_t d : TiledDims(s, rank))
     if (!Contains(keep, d)) drop.push_back(d);
-  return ReplicateDims(s, drop);
+  return PartiallyReplicateTiledShardingOnDims(s, drop);
 }
 
 // True when `c` computes the sum of its two parameters.
@@ -370,7 +370,7 @@ bool TryPlannedGather(SpmdContext& ctx, const Instruction& instr,
   const Sharding idx_s = ProjectSharding(*it, idx_to_iter);
   const Sharding partial = ProjectSharding(*it, out_to_iter, SubgroupType::kUnreduced);
   std::vector<int64_t> sliced;
-  const std::vector<int64_t> op_tiles = TileCounts(op_s, op_rank);
+  const std::vector<int64_t> op_tiles = TileDims(op_s, op_rank);
   for (int64_t d : sliced_candidates)
     if (op_tiles[d] > 1) sliced.push_back(d);
   SpmdBuilder& b = ctx.b;
@@ -493,7 +493,7 @@ bool TryPlannedScatter(SpmdContext& ctx, const Instruction& instr, int64_t k,
   std::optional<Sharding> it = PlanIteration(space, upd_shape, idx_shape, op_shape, us, is,
                                              target, ctx.num_partitions);
   if (!it) return false;
-  const std::vector<int64_t> it_tiles = TileCounts(*it, n_iter);
+  const std::vector<int64_t> it_tiles = TileDims(*it, n_iter);
   std::vector<int64_t> summed, summed_upd;
   for (int64_t u : summed_iters)
     if (it_tiles[u] > 1) {
@@ -505,7 +505,7 @@ bool TryPlannedScatter(SpmdContext& ctx, const Instruction& instr, int64_t k,
   const Sharding idx_s = ProjectSharding(*it, idx_to_iter);
   const Sharding upd_s = ProjectSharding(*it, upd_to_iter);
   std::vector<int64_t> sliced;
-  const std::vector<int64_t> op_tiles = TileCounts(op_s, op_rank);
+  const std::vector<int64_t> op_tiles = TileDims(op_s, op_rank);
   for (int64_t d : sliced_candidates)
     if (op_tiles[d] > 1) sliced.push_back(d);
   SpmdBuilder& b = ctx.b;

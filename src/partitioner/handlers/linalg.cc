@@ -31,9 +31,9 @@ bool Has(const std::vector<int64_t>& v, int64_t x) {
 // operand `op` (same rank, dims in the same roles): the result's sharding
 // when it is tiled, else the operand's, with `whole` dims made whole.
 Sharding ComputeSharding(const Sharding& out, const Sharding& op, const std::vector<int64_t>& whole) {
-  if (out.IsTiled()) return ReplicateDims(out, whole);
+  if (out.IsTiled()) return PartiallyReplicateTiledShardingOnDims(out, whole);
   Sharding o = NormalizeForPartitioning(op);
-  if (o.IsTiled()) return ReplicateDims(o, whole);
+  if (o.IsTiled()) return PartiallyReplicateTiledShardingOnDims(o, whole);
   return out;
 }
 
@@ -179,13 +179,13 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   const Sharding lhs_s = NormalizeForPartitioning(ctx.Get(instr.operand(0)).sharding);
   bool lhs_tiles_contracting = false;
   if (lhs_s.IsTiled()) {
-    const std::vector<int64_t> tiles = TileCounts(lhs_s, ls.rank());
+    const std::vector<int64_t> tiles = TileDims(lhs_s, ls.rank());
     for (int64_t c : dn.lhs_contracting_dimensions)
       if (c != ragged[0] && tiles[c] > 1) lhs_tiles_contracting = true;
   }
   Sharding it = lhs_tiles_contracting ? ProjectSharding(lhs_s, iter_to_lhs)
                                       : (out.IsTiled() ? ProjectSharding(out, iter_to_out) : out);
-  it = ReplicateDims(it, whole);
+  it = PartiallyReplicateTiledShardingOnDims(it, whole);
   auto project = [&](const std::vector<int64_t>& to_iter,
                      SubgroupType dropped = SubgroupType::kReplicated) {
     std::vector<int64_t> m(to_iter.size(), -1);
@@ -296,7 +296,7 @@ Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
   const int64_t r = in_shape.rank(), last = r - 1;
   const int64_t n = in_shape.dimensions(last), k = shape.tuple_shapes(0).dimensions(last);
   const Sharding norm_in = NormalizeForPartitioning(in);
-  const int64_t tiles = norm_in.IsTiled() ? TileCounts(norm_in, r)[last] : 1;
+  const int64_t tiles = norm_in.IsTiled() ? TileDims(norm_in, r)[last] : 1;
   const PrimitiveType t = in_shape.element_type();
   const std::optional<bool> largest = SelectsLargest(instr);
   if (tiles > 1 && largest.has_value() && k <= (n + tiles - 1) / tiles &&
@@ -330,7 +330,7 @@ Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
     li->mutable_attrs().tuple_index = 1;
     Instruction* offset = TileOffset(ctx.b, norm_in, in_shape.dimensions(), last);
     li = ctx.b.Binary(Opcode::kAdd, li, ctx.b.BroadcastScalar(offset, local_i.dimensions()));
-    const Sharding gathered = ReplicateDims(norm_in, {last});
+    const Sharding gathered = PartiallyReplicateTiledShardingOnDims(norm_in, {last});
     Instruction* gv = Reshard(ctx.b, {lv, cand_v, norm_in}, gathered).hlo;
     Instruction* gi = Reshard(ctx.b, {li, cand_i, norm_in}, gathered).hlo;
     Instruction* sort = ctx.b.Add(
@@ -351,7 +351,7 @@ Status HandleTopK(SpmdContext& ctx, const Instruction& instr) {
     ctx.Set(instr, Reshard(ctx.b, {tuple, shape, g_all}, out));
     return Status::Ok();
   }
-  Sharding mid = ReplicateDims(norm_in.IsTiled() ? norm_in : out0, {last});
+  Sharding mid = PartiallyReplicateTiledShardingOnDims(norm_in.IsTiled() ? norm_in : out0, {last});
   if (!mid.IsTiled()) mid = Sharding::Replicate();
   SpmdBuilder::ScopedCause cause(ctx.b, instr, "rows tiled, the selected dim whole");
   Instruction* op = ctx.OperandAs(instr, 0, mid).hlo;

@@ -74,7 +74,7 @@ Status HandleSetDimensionSize(SpmdContext& ctx, const Instruction& instr) {
     return ctx.Fallback(instr);
   Sharding target = v.sharding;
   if (target.IsTiled() && d[0] < target.TiledDataRank() && target.TileDim(d[0]) > 1)
-    target = ReplicateDims(target, {d[0]});
+    target = PartiallyReplicateTiledShardingOnDims(target, {d[0]});
   PartitionedValue x = Reshard(ctx.b, v, target);
   Instruction* size = ctx.OperandAs(instr, 1, Sharding::Replicate()).hlo;
   Shape local = x.hlo->shape();

@@ -41,7 +41,7 @@ bool TryRaggedDotExpertParallel(SpmdContext& ctx, const Instruction& instr, int6
   std::vector<int64_t> other;
   for (int64_t d = 0; d < rs.rank(); ++d)
     if (d != group_dim) other.push_back(d);
-  const Sharding rhs_t = ReplicateDims(rhs_s, other);
+  const Sharding rhs_t = PartiallyReplicateTiledShardingOnDims(rhs_s, other);
   PartitionedValue rhs = ctx.OperandAs(instr, 1, rhs_t);
   Instruction* lhs = ctx.OperandAs(instr, 0, Sharding::Replicate()).hlo;
   Instruction* sizes = ctx.OperandAs(instr, 2, Sharding::Replicate()).hlo;

@@ -47,7 +47,7 @@ Status HandleVariadicReducePartial(SpmdContext& ctx, const Instruction& instr,
   // Each partial result, with the reduced dims put back as size-1 dims, is
   // this partition's element of a value whose reduced dims have one element
   // per tile; gathering those dims gives every partition all partials.
-  const Sharding gathered = ReplicateDims(in_sharding, tiled_reduced);
+  const Sharding gathered = PartiallyReplicateTiledShardingOnDims(in_sharding, tiled_reduced);
   std::vector<Instruction*> partials;
   for (int i = 0; i < n_in; ++i) {
     const Shape& elem = local.tuple_shapes(i);

@@ -260,7 +260,7 @@ Status HandleBitcastConvert(SpmdContext& ctx, const Instruction& instr) {
   if (widening) {
     const Sharding op = ctx.Get(instr.operand(0)).sharding;
     if (usable(op)) {
-      in_mid = op.IsTiled() ? ReplicateDims(op, {rank}) : op;
+      in_mid = op.IsTiled() ? PartiallyReplicateTiledShardingOnDims(op, {rank}) : op;
     } else {
       std::vector<int64_t> with_piece_dim = common;
       with_piece_dim.push_back(-1);
@@ -270,7 +270,7 @@ Status HandleBitcastConvert(SpmdContext& ctx, const Instruction& instr) {
   } else {
     Sharding out = ctx.ShardingOf(instr);
     if (!usable(out)) out = Sharding::Replicate();
-    out_mid = out.IsTiled() ? ReplicateDims(out, {rank}) : out;
+    out_mid = out.IsTiled() ? PartiallyReplicateTiledShardingOnDims(out, {rank}) : out;
     in_mid = ProjectSharding(out_mid, common);
   }
   SpmdBuilder::ScopedCause rule(ctx.b, instr, "element-piece dim whole, other dims tiled");

@@ -86,7 +86,7 @@ Status HandleReduceWindow(SpmdContext& ctx, const Instruction& instr) {
       plans[d] = PlanWindowedDim(w, CeilDiv(out0_shape.dimensions(d), tiles));
     if (!plans[d]) whole.push_back(d);
   }
-  Sharding mid = whole.empty() ? out0 : ReplicateDims(out0, whole);
+  Sharding mid = whole.empty() ? out0 : PartiallyReplicateTiledShardingOnDims(out0, whole);
   std::vector<Instruction*> operands(instr.operand_count());
   for (int64_t i = 0; i < n_in; ++i)
     operands[n_in + i] = ctx.OperandAs(instr, n_in + i, Sharding::Replicate()).hlo;
@@ -177,7 +177,7 @@ Status HandleSelectAndScatter(SpmdContext& ctx, const Instruction& instr) {
     }
     if (!plans[d]) whole.push_back(d);
   }
-  Sharding mid = whole.empty() ? out : ReplicateDims(out, whole);
+  Sharding mid = whole.empty() ? out : PartiallyReplicateTiledShardingOnDims(out, whole);
   SpmdBuilder& b = ctx.b;
   PartitionedValue operand = ctx.OperandAs(instr, 0, mid);
   PartitionedValue source = ctx.OperandAs(instr, 1, mid);

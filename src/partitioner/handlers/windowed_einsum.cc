@@ -78,7 +78,7 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
   const Shape& shape = operand.shape;
   const int64_t rank = shape.rank();
   // Exactly one data dim is gathered, and nothing else changes.
-  const std::vector<int64_t> tt = TileCounts(target, rank);
+  const std::vector<int64_t> tt = TileDims(target, rank);
   int64_t d = -1;
   for (int64_t i = 0; i < rank; ++i) {
     if (s.TileDim(i) > 1 && tt[i] == 1) {
@@ -86,7 +86,7 @@ Instruction* TryWindowedEinsum(SpmdContext& ctx, const Instruction& instr,
       d = i;
     }
   }
-  if (d < 0 || ReplicateDims(s, {d}) != target) return nullptr;
+  if (d < 0 || PartiallyReplicateTiledShardingOnDims(s, {d}) != target) return nullptr;
   const std::vector<int64_t>& to_iter = gathered == 0 ? space.lhs_to_iter : space.rhs_to_iter;
   const std::vector<int64_t>& other_to_iter =
       gathered == 0 ? space.rhs_to_iter : space.lhs_to_iter;

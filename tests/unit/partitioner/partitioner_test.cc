@@ -19,12 +19,13 @@ Sharding S(const std::string& text) {
   return s.ok() ? *s : Sharding();
 }
 
-TEST(ShardingHelpers, ReplicateDimsMovesTilingIntoSubgroup) {
-  EXPECT_EQ(spmd::ReplicateDims(S("{devices=[2,2]<=[4]}"), {1}),
+TEST(ShardingHelpers, PartialReplicationMovesTilingIntoSubgroup) {
+  EXPECT_EQ(spmd::PartiallyReplicateTiledShardingOnDims(S("{devices=[2,2]<=[4]}"), {1}),
             S("{devices=[2,1,2]<=[4] last_tile_dim_replicate}"));
-  EXPECT_EQ(spmd::ReplicateDims(S("{devices=[2,2]<=[4]}"), {0}),
+  EXPECT_EQ(spmd::PartiallyReplicateTiledShardingOnDims(S("{devices=[2,2]<=[4]}"), {0}),
             S("{devices=[1,2,2]<=[2,2]T(1,0) last_tile_dim_replicate}"));
-  EXPECT_EQ(spmd::ReplicateDims(S("{devices=[2,2]<=[4]}"), {0, 1}), Sharding::Replicate());
+  EXPECT_EQ(spmd::PartiallyReplicateTiledShardingOnDims(S("{devices=[2,2]<=[4]}"), {0, 1}),
+            Sharding::Replicate());
 }
 
 TEST(ShardingHelpers, ProjectDropsUnmappedDimsAsRequested) {
