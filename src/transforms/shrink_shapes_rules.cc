@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "ir/computation.h"
+#include "rules/op_rules.h"
 #include "transforms/shrink_shapes_graph.h"
 
 namespace meshsplit::shrink_internal {
@@ -249,24 +250,51 @@ class Rules {
     for (; y < b.size(); ++y) FreezeDim(&i, b[y]);
   }
 
-  void Dot(const Instruction& i) {
-    const Instruction* l = i.operand(0);
-    const Instruction* r = i.operand(1);
-    if (!i.attrs().dot_dnums || !IsArray(l) || !IsArray(r) || !IsArray(&i)) return FreezeAll(i);
-    const DotDimensionNumbers& dn = *i.attrs().dot_dnums;
-    int64_t out = 0;
-    for (size_t k = 0; k < dn.lhs_batch_dimensions.size() && k < dn.rhs_batch_dimensions.size(); ++k) {
-      UnionDim(l, dn.lhs_batch_dimensions[k], r, dn.rhs_batch_dimensions[k]);
-      UnionDim(l, dn.lhs_batch_dimensions[k], &i, out++);
+  // Whether every dim of the result and of each operand is in exactly one of
+  // the rule's factors (a malformed op is not, and is then frozen).
+  bool CoversEveryDimOnce(const Instruction& i, const OpShardingRule& rule) {
+    std::vector<std::vector<int>> seen(i.operand_count() + 1);
+    seen[0].assign(Rank(&i), 0);
+    for (int k = 0; k < i.operand_count(); ++k) seen[k + 1].assign(Rank(i.operand(k)), 0);
+    auto mark = [&](size_t value, int64_t d) {
+      if (d < 0) return true;
+      if (value >= seen.size() || d >= static_cast<int64_t>(seen[value].size())) return false;
+      return ++seen[value][d] == 1;
+    };
+    for (const Factor& f : rule.factors) {
+      if (!mark(0, f.result_dim)) return false;
+      for (size_t k = 0; k < f.operand_dims.size(); ++k)
+        if (!mark(k + 1, f.operand_dims[k])) return false;
     }
-    for (size_t k = 0;
-         k < dn.lhs_contracting_dimensions.size() && k < dn.rhs_contracting_dimensions.size(); ++k)
-      UnionDim(l, dn.lhs_contracting_dimensions[k], r, dn.rhs_contracting_dimensions[k]);
-    std::vector<int64_t> lx = dn.lhs_batch_dimensions, rx = dn.rhs_batch_dimensions;
-    lx.insert(lx.end(), dn.lhs_contracting_dimensions.begin(), dn.lhs_contracting_dimensions.end());
-    rx.insert(rx.end(), dn.rhs_contracting_dimensions.begin(), dn.rhs_contracting_dimensions.end());
-    for (int64_t d : OtherDims(Rank(l), lx)) UnionDim(l, d, &i, out++);
-    for (int64_t d : OtherDims(Rank(r), rx)) UnionDim(r, d, &i, out++);
+    for (const std::vector<int>& dims : seen)
+      for (int n : dims)
+        if (n != 1) return false;
+    return true;
+  }
+
+  // Dims that share one of the op's sharding factors (src/rules) share one
+  // size: a dot's batch, contracting and free dims, a transpose's or a
+  // broadcast's dim map. Only for ops whose factors are the whole story.
+  void FactorDims(const Instruction& i) {
+    if (!IsArray(&i)) return FreezeAll(i);
+    for (const Instruction* o : i.operands())
+      if (!IsArray(o)) return FreezeAll(i);
+    const OpShardingRule rule = GetOpShardingRule(i);
+    if (rule.kind == RuleKind::kNoRule || !CoversEveryDimOnce(i, rule)) return FreezeAll(i);
+    for (const Factor& f : rule.factors) {
+      const Instruction* first = f.result_dim >= 0 ? &i : nullptr;
+      int64_t first_dim = f.result_dim;
+      for (size_t k = 0; k < f.operand_dims.size(); ++k) {
+        if (f.operand_dims[k] < 0) continue;
+        const Instruction* o = i.operand(static_cast<int>(k));
+        if (first == nullptr) {
+          first = o;
+          first_dim = f.operand_dims[k];
+        } else {
+          UnionDim(first, first_dim, o, f.operand_dims[k]);
+        }
+      }
+    }
   }
 
   // One spatial dim of a convolution: input dim `a`, kernel dim `b`, output
@@ -508,19 +536,11 @@ class Rules {
           return g_.UnionLeaves(i.operand(0), 0, &i, 0);
         return FreezeAll(i);
       case Opcode::kBroadcast:
-        if (!IsArray(&i) || !IsArray(i.operand(0)) ||
-            static_cast<int64_t>(at.dimensions.size()) != Rank(i.operand(0)))
-          return FreezeAll(i);
-        for (size_t k = 0; k < at.dimensions.size(); ++k)
-          UnionDim(i.operand(0), static_cast<int64_t>(k), &i, at.dimensions[k]);
-        return;
+      case Opcode::kTranspose:
+      case Opcode::kDot:
+        return FactorDims(i);
       case Opcode::kReshape:
         return Reshape(i);
-      case Opcode::kTranspose:
-        if (!IsArray(&i) || static_cast<int64_t>(at.dimensions.size()) != Rank(&i)) return FreezeAll(i);
-        for (size_t k = 0; k < at.dimensions.size(); ++k)
-          UnionDim(i.operand(0), at.dimensions[k], &i, static_cast<int64_t>(k));
-        return;
       case Opcode::kReverse:
         return g_.UnionLeaves(i.operand(0), 0, &i, 0);
       case Opcode::kSlice: {
@@ -610,8 +630,6 @@ class Rules {
         }
         for (int leaf = 0; leaf < g_.LeafCount(&i); ++leaf) g_.UnionLeaves(i.operand(0), 0, &i, leaf);
         return;
-      case Opcode::kDot:
-        return Dot(i);
       case Opcode::kConvolution:
         return Convolution(i);
       case Opcode::kTuple:

@@ -102,6 +102,27 @@ ENTRY e {
   EXPECT_NE(s.report->Summary().find("%rhs: f32[32,39296,63,128] -> f32["), std::string::npos);
 }
 
+TEST(ShrinkShapesTest, TransposeAndBroadcastDimsFollowTheirFactors) {
+  // The transpose swaps the two dims; the broadcast adds a new dim 1 (free
+  // to shrink on its own) and keeps the others in order.
+  Shrunk s = ShrinkText(R"(HloModule m
+ENTRY e {
+  %x = f32[96,40] parameter(0)
+  %t = f32[40,96] transpose(%x), dimensions={1,0}
+  ROOT %b = f32[40,50,96] broadcast(%t), dimensions={0,2}
+}
+)");
+  ASSERT_TRUE(s.report.ok()) << s.report.status().ToString();
+  std::vector<int64_t> x = Dims(*s.after, "x");
+  EXPECT_LT(x[0], 96);
+  EXPECT_LT(x[1], 40);
+  EXPECT_EQ(Dims(*s.after, "t"), (std::vector<int64_t>{x[1], x[0]}));
+  std::vector<int64_t> b = Dims(*s.after, "b");
+  EXPECT_EQ(b[0], x[1]);
+  EXPECT_EQ(b[2], x[0]);
+  EXPECT_LT(b[1], 50);
+}
+
 TEST(ShrinkShapesTest, ShardingSourceAddsTileCounts) {
   // Without the source, %x's dim 0 (10, unsharded) shrinks to min_dim; a
   // source module whose %x is tiled 3 ways keeps 10 % 3 == 1.
