@@ -4,7 +4,6 @@
 // (handlers/*.cc), one per opcode family.
 #pragma once
 
-#include <functional>
 #include <map>
 #include <memory>
 #include <utility>

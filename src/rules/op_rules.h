@@ -6,7 +6,8 @@
 // target dims). The rule also carries the propagation facts XLA attaches to
 // opcodes: how early the op may pass shardings (aggressiveness), whether it
 // can be spatially partitioned, and which operand represents it.
-// Propagation, and later the partitioner and cost model, read these rules.
+// Propagation, the partitioner (dot and convolution iteration spaces),
+// shrink-shapes and the planner read these rules.
 #pragma once
 
 #include <cstdint>

@@ -13,8 +13,6 @@
 // layouts. Padded contracting elements are zeroed on both sides so that
 // uneven tiles add nothing. Optionally, an operand that would be
 // all-gathered is windowed instead (handlers/windowed_einsum.cc).
-#include <algorithm>
-
 #include "partitioner/handlers/dot_plan.h"
 
 namespace meshsplit::spmd {

@@ -283,7 +283,7 @@ ContractionSpace ContractionSpaceOf(const std::vector<Factor>& factors, const In
   std::vector<int64_t> out_to_iter(instr.shape().rank(), -1);
   for (size_t i = 0; i < factors.size(); ++i) {
     const Factor& f = factors[i];
-    if (f.operand_dims.size() > 0 && f.operand_dims[0] >= 0) lhs_to_iter[f.operand_dims[0]] = i;
+    if (!f.operand_dims.empty() && f.operand_dims[0] >= 0) lhs_to_iter[f.operand_dims[0]] = i;
     if (f.operand_dims.size() > 1 && f.operand_dims[1] >= 0) rhs_to_iter[f.operand_dims[1]] = i;
     if (f.result_dim >= 0) out_to_iter[f.result_dim] = i;
   }
