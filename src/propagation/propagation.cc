@@ -195,13 +195,13 @@ void Propagator::Clear(const Instruction* i) { sharding_[Id(i)].reset(); }
 
 const OpShardingRule& Propagator::ComputeRule(const Instruction* i, int id) {
   if (as_copy_.count(i)) {
-    OpShardingRule r;
-    r.kind = RuleKind::kElementwise;
-    r.min_aggressiveness = 0;
-    r.partitionable = Partitionable::kYes;
-    r.representative = Representative::kMostSpecific;
-    r.name = "sharding-annotation";
-    rules_[id] = r;
+    // An annotation XLA replaces by a copy: its sharding passes whole in
+    // either direction (as_copy_ checks), so the rule needs no factors.
+    rules_[id] = RuleBuilder(RuleKind::kElementwise, "sharding-annotation")
+                     .MinAggressiveness(0)
+                     .Partitioning(Partitionable::kYes)
+                     .RepresentedBy(Representative::kMostSpecific)
+                     .Build();
   } else {
     rules_[id] = GetOpShardingRule(*i);
   }

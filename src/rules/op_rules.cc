@@ -11,191 +11,189 @@
 
 namespace meshsplit {
 
-namespace {
-
-int64_t Rank(const Instruction* i) {
-  return i->shape().IsArray() ? i->shape().rank() : 0;
+RuleBuilder::RuleBuilder(RuleKind kind, std::string name) {
+  rule_.kind = kind;
+  rule_.name = std::move(name);
 }
 
-// Factors shared by the result and every operand of the same rank.
-void AddIdentityFactors(const Instruction& instr, OpShardingRule* rule,
-                        int num_operands = -1) {
-  if (!instr.shape().IsArray()) return;
+RuleBuilder& RuleBuilder::MinAggressiveness(int level) {
+  rule_.min_aggressiveness = level;
+  return *this;
+}
+
+RuleBuilder& RuleBuilder::Partitioning(Partitionable p) {
+  rule_.partitionable = p;
+  return *this;
+}
+
+RuleBuilder& RuleBuilder::RepresentedBy(Representative r) {
+  rule_.representative = r;
+  return *this;
+}
+
+RuleBuilder& RuleBuilder::AddFactor(std::vector<int64_t> operand_dims, int64_t result_dim,
+                                    int64_t size, FactorKind kind, DotRole role) {
+  Factor f;
+  f.kind = kind;
+  f.dot_role = role;
+  f.operand_dims = std::move(operand_dims);
+  f.result_dim = result_dim;
+  f.size = size;
+  rule_.factors.push_back(std::move(f));
+  return *this;
+}
+
+RuleBuilder& RuleBuilder::AddIdentityFactors(const Instruction& instr, int num_operands) {
+  if (!instr.shape().IsArray()) return *this;
   const int64_t rank = instr.shape().rank();
   // A custom-call may have no operands at all (valid HLO), so the "first
   // operand" of SameAsOperand0-style rules may not exist.
   if (num_operands < 0 || num_operands > instr.operand_count())
     num_operands = instr.operand_count();
   for (int64_t d = 0; d < rank; ++d) {
-    Factor f;
-    f.result_dim = d;
-    f.size = instr.shape().dimensions(d);
-    f.operand_dims.assign(instr.operand_count(), -1);
-    for (int i = 0; i < num_operands; ++i)
-      if (Rank(instr.operand(i)) == rank) f.operand_dims[i] = d;
-    rule->factors.push_back(f);
+    std::vector<int64_t> dims(instr.operand_count(), -1);
+    for (int i = 0; i < num_operands; ++i) {
+      const Shape& s = instr.operand(i)->shape();
+      if ((s.IsArray() ? s.rank() : 0) == rank) dims[i] = d;
+    }
+    AddFactor(std::move(dims), d, instr.shape().dimensions(d));
   }
+  return *this;
 }
 
-OpShardingRule Elementwise(const Instruction& instr, Representative rep) {
-  OpShardingRule r;
-  r.kind = RuleKind::kElementwise;
-  r.min_aggressiveness = 0;
-  r.partitionable = Partitionable::kYes;
-  r.representative = rep;
-  r.name = "elementwise";
-  AddIdentityFactors(instr, &r);
-  return r;
+RuleBuilder& RuleBuilder::AddCompound(std::vector<int64_t> operand_dims,
+                                      std::vector<int64_t> result_dims) {
+  rule_.compound.push_back({std::move(operand_dims), std::move(result_dims)});
+  return *this;
 }
 
-OpShardingRule NoRule(const char* why) {
-  OpShardingRule r;
-  r.kind = RuleKind::kNoRule;
-  r.name = why;
-  return r;
+namespace {
+
+using P = Partitionable;
+using R = Representative;
+
+int64_t Rank(const Instruction* i) {
+  return i->shape().IsArray() ? i->shape().rank() : 0;
 }
+
+OpShardingRule Elementwise(const Instruction& instr, R rep, const char* name = "elementwise",
+                           P p = P::kYes) {
+  return RuleBuilder(RuleKind::kElementwise, name)
+      .MinAggressiveness(0)
+      .Partitioning(p)
+      .RepresentedBy(rep)
+      .AddIdentityFactors(instr)
+      .Build();
+}
+
+OpShardingRule NoRule(const char* why) { return RuleBuilder(RuleKind::kNoRule, why).Build(); }
 
 // Ops XLA's propagation does not partition spatially (fft, the linear-algebra
 // ops, ragged-dot, batch-norm): an array result takes a replicated operand's
 // sharding, and nothing else passes through them in either direction.
 OpShardingRule NotPartitioned(const char* name) {
-  OpShardingRule r;
-  r.kind = RuleKind::kNotPartitioned;
-  r.partitionable = Partitionable::kNo;
-  r.name = name;
-  return r;
+  return RuleBuilder(RuleKind::kNotPartitioned, name).Partitioning(P::kNo).Build();
 }
 
-OpShardingRule Leaf(Partitionable p, const char* name) {
-  OpShardingRule r;
-  r.kind = RuleKind::kLeaf;
-  r.partitionable = p;
-  r.name = name;
-  return r;
+OpShardingRule Leaf(P p, const char* name) {
+  return RuleBuilder(RuleKind::kLeaf, name).Partitioning(p).Build();
 }
 
-OpShardingRule SameAsOperand0(const Instruction& instr, Partitionable p,
-                              Representative rep, int min_aggr,
+// A rule without factors: tuples and control flow pass shardings through
+// their elements and bodies, not through dims.
+OpShardingRule Structural(RuleKind kind, const char* name, int min_aggr, P p,
+                          R rep = R::kNone) {
+  return RuleBuilder(kind, name).MinAggressiveness(min_aggr).Partitioning(p).RepresentedBy(rep)
+      .Build();
+}
+
+// The result shares every dim with the first `num_operands` operands (all
+// when -1) of its rank.
+OpShardingRule WithFactors(const Instruction& instr, RuleKind kind, P p, R rep, int min_aggr,
+                           const char* name, int num_operands = -1) {
+  return RuleBuilder(kind, name)
+      .MinAggressiveness(min_aggr)
+      .Partitioning(p)
+      .RepresentedBy(rep)
+      .AddIdentityFactors(instr, num_operands)
+      .Build();
+}
+
+OpShardingRule SameAsOperand0(const Instruction& instr, P p, R rep, int min_aggr,
                               const char* name) {
-  OpShardingRule r;
-  r.kind = RuleKind::kSameAsOperand0;
-  r.partitionable = p;
-  r.representative = rep;
-  r.min_aggressiveness = min_aggr;
-  r.name = name;
-  AddIdentityFactors(instr, &r, 1);
-  return r;
+  return WithFactors(instr, RuleKind::kSameAsOperand0, p, rep, min_aggr, name, 1);
 }
 
 OpShardingRule Transpose(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kFactors;
-  r.min_aggressiveness = 0;
-  r.partitionable = Partitionable::kYes;
-  r.name = "transpose";
+  RuleBuilder b(RuleKind::kFactors, "transpose");
+  b.MinAggressiveness(0).Partitioning(P::kYes);
   const auto& perm = instr.attrs().dimensions;
-  for (size_t i = 0; i < perm.size(); ++i) {
-    Factor f;
-    f.result_dim = i;
-    f.operand_dims = {perm[i]};
-    f.size = instr.shape().dimensions(i);
-    r.factors.push_back(f);
-  }
-  return r;
+  for (size_t i = 0; i < perm.size(); ++i)
+    b.AddFactor({perm[i]}, i, instr.shape().dimensions(i));
+  return b.Build();
 }
 
 OpShardingRule Broadcast(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kFactors;
-  r.min_aggressiveness = 2;
-  r.partitionable = Partitionable::kYes;
-  r.name = "broadcast";
+  RuleBuilder b(RuleKind::kFactors, "broadcast");
+  b.MinAggressiveness(2).Partitioning(P::kYes);
   const auto& dims = instr.attrs().dimensions;
   for (int64_t d = 0; d < instr.shape().rank(); ++d) {
-    Factor f;
-    f.result_dim = d;
-    f.size = instr.shape().dimensions(d);
     auto it = std::find(dims.begin(), dims.end(), d);
-    f.operand_dims = {it == dims.end() ? -1 : int64_t(it - dims.begin())};
-    r.factors.push_back(f);
+    b.AddFactor({it == dims.end() ? -1 : int64_t(it - dims.begin())}, d,
+                instr.shape().dimensions(d));
   }
-  return r;
+  return b.Build();
 }
 
 OpShardingRule Reduce(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kFactors;
-  r.partitionable = Partitionable::kYes;
-  r.name = "reduce";
+  RuleBuilder b(RuleKind::kFactors, "reduce");
+  b.Partitioning(P::kYes);
   const int n = instr.operand_count() / 2;
   const auto& reduced = instr.attrs().dimensions;
   const Shape& in = instr.operand(0)->shape();
-  if (!in.IsArray()) return r;
+  if (!in.IsArray()) return b.Build();
   int64_t out = 0;
   for (int64_t d = 0; d < in.rank(); ++d) {
-    Factor f;
-    f.size = in.dimensions(d);
-    f.operand_dims.assign(instr.operand_count(), -1);
-    for (int i = 0; i < n; ++i) f.operand_dims[i] = d;
-    if (std::find(reduced.begin(), reduced.end(), d) != reduced.end()) {
-      f.kind = FactorKind::kReduction;
-    } else {
-      f.result_dim = out++;
-    }
-    r.factors.push_back(f);
+    std::vector<int64_t> dims(instr.operand_count(), -1);
+    for (int i = 0; i < n; ++i) dims[i] = d;
+    if (std::find(reduced.begin(), reduced.end(), d) != reduced.end())
+      b.AddFactor(std::move(dims), -1, in.dimensions(d), FactorKind::kReduction);
+    else
+      b.AddFactor(std::move(dims), out++, in.dimensions(d));
   }
-  return r;
+  return b.Build();
 }
 
+// Batch factors first, then each side's free dims, then the contracting
+// dims (DotDims and the partitioner's iteration space keep this order).
 OpShardingRule Dot(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kDot;
-  r.partitionable = Partitionable::kYes;
-  r.name = "dot";
   if (!instr.attrs().dot_dnums) return NoRule("dot without dimension numbers");
+  RuleBuilder b(RuleKind::kDot, "dot");
+  b.Partitioning(P::kYes);
   const auto& dn = *instr.attrs().dot_dnums;
-  const int64_t lr = Rank(instr.operand(0)), rr = Rank(instr.operand(1));
+  const Shape& ls = instr.operand(0)->shape();
+  const Shape& rs = instr.operand(1)->shape();
   auto in = [](const std::vector<int64_t>& v, int64_t x) {
     return std::find(v.begin(), v.end(), x) != v.end();
   };
   int64_t out = 0;
-  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i) {
-    Factor f;
-    f.dot_role = DotRole::kBatch;
-    f.operand_dims = {dn.lhs_batch_dimensions[i], dn.rhs_batch_dimensions[i]};
-    f.result_dim = out++;
-    r.factors.push_back(f);
-  }
-  for (int64_t d = 0; d < lr; ++d) {
-    if (in(dn.lhs_batch_dimensions, d) || in(dn.lhs_contracting_dimensions, d))
-      continue;
-    Factor f;
-    f.dot_role = DotRole::kLhsNonContracting;
-    f.operand_dims = {d, -1};
-    f.result_dim = out++;
-    r.factors.push_back(f);
-  }
-  for (int64_t d = 0; d < rr; ++d) {
-    if (in(dn.rhs_batch_dimensions, d) || in(dn.rhs_contracting_dimensions, d))
-      continue;
-    Factor f;
-    f.dot_role = DotRole::kRhsNonContracting;
-    f.operand_dims = {-1, d};
-    f.result_dim = out++;
-    r.factors.push_back(f);
-  }
-  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i) {
-    Factor f;
-    f.kind = FactorKind::kReduction;
-    f.dot_role = DotRole::kContracting;
-    f.operand_dims = {dn.lhs_contracting_dimensions[i],
-                      dn.rhs_contracting_dimensions[i]};
-    r.factors.push_back(f);
-  }
-  for (auto& f : r.factors)
-    if (f.operand_dims[0] >= 0) f.size = instr.operand(0)->shape().dimensions(f.operand_dims[0]);
-    else f.size = instr.operand(1)->shape().dimensions(f.operand_dims[1]);
-  return r;
+  for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i)
+    b.AddFactor({dn.lhs_batch_dimensions[i], dn.rhs_batch_dimensions[i]}, out++,
+                ls.dimensions(dn.lhs_batch_dimensions[i]), FactorKind::kPassThrough,
+                DotRole::kBatch);
+  for (int64_t d = 0; d < Rank(instr.operand(0)); ++d)
+    if (!in(dn.lhs_batch_dimensions, d) && !in(dn.lhs_contracting_dimensions, d))
+      b.AddFactor({d, -1}, out++, ls.dimensions(d), FactorKind::kPassThrough,
+                  DotRole::kLhsNonContracting);
+  for (int64_t d = 0; d < Rank(instr.operand(1)); ++d)
+    if (!in(dn.rhs_batch_dimensions, d) && !in(dn.rhs_contracting_dimensions, d))
+      b.AddFactor({-1, d}, out++, rs.dimensions(d), FactorKind::kPassThrough,
+                  DotRole::kRhsNonContracting);
+  for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i)
+    b.AddFactor({dn.lhs_contracting_dimensions[i], dn.rhs_contracting_dimensions[i]}, -1,
+                ls.dimensions(dn.lhs_contracting_dimensions[i]), FactorKind::kReduction,
+                DotRole::kContracting);
+  return b.Build();
 }
 
 // Reads a convolution as a dot where it can: batch and output feature are
@@ -205,22 +203,14 @@ OpShardingRule Dot(const Instruction& instr) {
 // The first three factors are always batch, output feature and input
 // feature (the partitioner's whole-spatial path reads only those).
 OpShardingRule Convolution(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kConvolution;
-  r.partitionable = Partitionable::kYes;
-  r.name = "convolution";
   if (!instr.attrs().conv_dnums) return NoRule("convolution without dim_labels");
+  RuleBuilder b(RuleKind::kConvolution, "convolution");
+  b.Partitioning(P::kYes);
   const auto& cd = *instr.attrs().conv_dnums;
   const Shape& ls = instr.operand(0)->shape();
   const Shape& rs = instr.operand(1)->shape();
   auto add = [&](FactorKind k, DotRole role, int64_t l, int64_t rr, int64_t o) {
-    Factor f;
-    f.kind = k;
-    f.dot_role = role;
-    f.operand_dims = {l, rr};
-    f.result_dim = o;
-    f.size = o >= 0 ? instr.shape().dimensions(o) : ls.dimensions(l);
-    r.factors.push_back(f);
+    b.AddFactor({l, rr}, o, o >= 0 ? instr.shape().dimensions(o) : ls.dimensions(l), k, role);
   };
   // Group counts do not change the reading; the driver only uses it when no
   // windowed dim is sharded or both counts are 1 (as XLA does).
@@ -265,84 +255,63 @@ OpShardingRule Convolution(const Instruction& instr) {
       add(FactorKind::kWindowed, DotRole::kConvSpatial, l, k, o);
     }
   }
-  return r;
+  return b.Build();
 }
 
 // Compound factors: consecutive dim groups with equal element counts.
 OpShardingRule Reshape(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kReshape;
-  r.min_aggressiveness = 0;
-  r.partitionable = Partitionable::kYes;
-  r.name = "reshape";
+  RuleBuilder b(RuleKind::kReshape, "reshape");
+  b.MinAggressiveness(0).Partitioning(P::kYes);
   const Shape& in = instr.operand(0)->shape();
   const Shape& out = instr.shape();
-  if (!in.IsArray() || !out.IsArray()) return r;
+  if (!in.IsArray() || !out.IsArray()) return b.Build();
   int64_t i = 0, j = 0;
   while (i < in.rank() || j < out.rank()) {
-    CompoundFactor c;
+    std::vector<int64_t> from, to;
     int64_t pi = 1, pj = 1;
-    if (i < in.rank()) pi *= in.dimensions(i), c.operand_dims.push_back(i++);
-    if (j < out.rank()) pj *= out.dimensions(j), c.result_dims.push_back(j++);
+    if (i < in.rank()) pi *= in.dimensions(i), from.push_back(i++);
+    if (j < out.rank()) pj *= out.dimensions(j), to.push_back(j++);
     while (pi != pj) {
-      if (pi < pj && i < in.rank()) pi *= in.dimensions(i), c.operand_dims.push_back(i++);
-      else if (pj < pi && j < out.rank()) pj *= out.dimensions(j), c.result_dims.push_back(j++);
+      if (pi < pj && i < in.rank()) pi *= in.dimensions(i), from.push_back(i++);
+      else if (pj < pi && j < out.rank()) pj *= out.dimensions(j), to.push_back(j++);
       else break;
     }
-    r.compound.push_back(c);
+    b.AddCompound(std::move(from), std::move(to));
     if (pi != pj) break;
   }
-  return r;
-}
-
-OpShardingRule WithFactors(const Instruction& instr, RuleKind kind,
-                           Partitionable p, Representative rep, int min_aggr,
-                           const char* name) {
-  OpShardingRule r;
-  r.kind = kind;
-  r.partitionable = p;
-  r.representative = rep;
-  r.min_aggressiveness = min_aggr;
-  r.name = name;
-  AddIdentityFactors(instr, &r);
-  return r;
+  return b.Build();
 }
 
 // dynamic-slice / dynamic-update-slice: sliced dims must be replicated.
 OpShardingRule DynamicSlicing(const Instruction& instr) {
-  OpShardingRule r;
-  r.kind = RuleKind::kFactors;
-  r.min_aggressiveness = 0;
-  r.partitionable = Partitionable::kYes;
   const bool dus = instr.opcode() == Opcode::kDynamicUpdateSlice;
-  r.name = dus ? "dynamic-update-slice" : "dynamic-slice";
+  RuleBuilder b(RuleKind::kFactors, dus ? "dynamic-update-slice" : "dynamic-slice");
+  b.MinAggressiveness(0).Partitioning(P::kYes);
   const Instruction* sliced = dus ? instr.operand(1) : instr.operand(0);
-  if (!instr.shape().IsArray() || !sliced->shape().IsArray()) return r;
+  if (!instr.shape().IsArray() || !sliced->shape().IsArray()) return b.Build();
+  const int n = instr.operand_count();
   for (int64_t d = 0; d < instr.shape().rank(); ++d) {
-    Factor f;
-    f.result_dim = d;
-    f.size = instr.shape().dimensions(d);
-    f.operand_dims.assign(instr.operand_count(), -1);
-    if (dus) f.operand_dims[0] = d;
+    const int64_t size = instr.shape().dimensions(d);
+    std::vector<int64_t> dims(n, -1);
+    FactorKind kind = FactorKind::kPassThrough;
+    if (dus) dims[0] = d;
     if (d < sliced->shape().rank()) {
-      f.operand_dims[dus ? 1 : 0] = d;
-      if (sliced->shape().dimensions(d) != instr.shape().dimensions(d)) {
+      dims[dus ? 1 : 0] = d;
+      if (sliced->shape().dimensions(d) != size) {
         if (dus) {
-          Factor g = f;  // the update's dim is only part of the result's
-          g.kind = FactorKind::kNeedReplication;
-          g.operand_dims.assign(instr.operand_count(), -1);
-          g.operand_dims[1] = d;
-          g.result_dim = -1;
-          f.operand_dims[1] = -1;
-          r.factors.push_back(g);
+          // The update's dim is only part of the result's: its own factor.
+          std::vector<int64_t> update(n, -1);
+          update[1] = d;
+          b.AddFactor(std::move(update), -1, size, FactorKind::kNeedReplication);
+          dims[1] = -1;
         } else {
-          f.kind = FactorKind::kNeedReplication;
+          kind = FactorKind::kNeedReplication;
         }
       }
     }
-    r.factors.push_back(f);
+    b.AddFactor(std::move(dims), d, size, kind);
   }
-  return r;
+  return b.Build();
 }
 
 }  // namespace
@@ -353,8 +322,6 @@ bool IsCustomCall(const Instruction& instr, const char* target) {
 }
 
 OpShardingRule GetOpShardingRule(const Instruction& instr) {
-  using R = Representative;
-  using P = Partitionable;
   switch (instr.opcode()) {
     case Opcode::kParameter:
       return Leaf(P::kContext, "parameter");
@@ -394,26 +361,17 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
     case Opcode::kXor: case Opcode::kCompare: case Opcode::kSelect:
     case Opcode::kClamp:
       return Elementwise(instr, R::kMostSpecific);
-    case Opcode::kMap: {
-      OpShardingRule r = Elementwise(instr, R::kFirstIfSharded);
-      r.name = "map";
-      return r;
-    }
+    case Opcode::kMap:
+      return Elementwise(instr, R::kFirstIfSharded, "map");
     case Opcode::kRng: {
       // Elementwise in XLA's sense, but its operands are distribution
       // parameters: only the subgroups of their shardings carry over.
-      OpShardingRule r = Elementwise(instr, R::kNone);
-      r.partitionable = P::kSpmdOnly;
-      r.name = "rng";
-      return r;
+      return Elementwise(instr, R::kNone, "rng", P::kSpmdOnly);
     }
     case Opcode::kBitcastConvert: {
       if (instr.operand(0)->shape().IsArray() && instr.shape().IsArray() &&
-          instr.operand(0)->shape().rank() == instr.shape().rank()) {
-        OpShardingRule r = Elementwise(instr, R::kMostSpecific);
-        r.name = "bitcast-convert";
-        return r;
-      }
+          instr.operand(0)->shape().rank() == instr.shape().rank())
+        return Elementwise(instr, R::kMostSpecific, "bitcast-convert");
       return NoRule("bitcast-convert changing rank");
     }
 
@@ -438,20 +396,10 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
     case Opcode::kReverse:
       return WithFactors(instr, RuleKind::kFactors, P::kSpmdOnly,
                          R::kFirstIfSharded, 1, "reverse");
-    case Opcode::kGather: {
-      OpShardingRule r;
-      r.kind = RuleKind::kGather;
-      r.partitionable = P::kYes;
-      r.name = "gather";
-      return r;
-    }
-    case Opcode::kScatter: {
-      OpShardingRule r;
-      r.kind = RuleKind::kScatter;
-      r.partitionable = P::kYes;
-      r.name = "scatter";
-      return r;
-    }
+    case Opcode::kGather:
+      return Structural(RuleKind::kGather, "gather", 1, P::kYes);
+    case Opcode::kScatter:
+      return Structural(RuleKind::kScatter, "scatter", 1, P::kYes);
 
     case Opcode::kReduce:
       return Reduce(instr);
@@ -481,55 +429,22 @@ OpShardingRule GetOpShardingRule(const Instruction& instr) {
     case Opcode::kBatchNormGrad:
       return NotPartitioned("batch-norm (not spatially partitioned)");
 
-    case Opcode::kTuple: {
-      OpShardingRule r;
-      r.kind = RuleKind::kTuple;
-      r.min_aggressiveness = 0;
-      r.partitionable = P::kYes;
-      r.name = "tuple";
-      return r;
-    }
-    case Opcode::kGetTupleElement: {
-      OpShardingRule r;
-      r.kind = RuleKind::kGetTupleElement;
-      r.min_aggressiveness = 0;
-      r.partitionable = P::kYes;
-      r.name = "get-tuple-element";
-      return r;
-    }
-    case Opcode::kWhile: {
-      OpShardingRule r;
-      r.kind = RuleKind::kControlFlow;
-      r.min_aggressiveness = 0;
-      r.partitionable = P::kYes;
-      r.representative = R::kMostSpecific;
-      r.name = "while";
-      return r;
-    }
-    case Opcode::kConditional: {
-      OpShardingRule r;
-      r.kind = RuleKind::kControlFlow;
-      r.partitionable = P::kYes;
-      r.name = "conditional";
-      return r;
-    }
-    case Opcode::kCall: {
-      OpShardingRule r;
-      r.kind = RuleKind::kControlFlow;
-      r.min_aggressiveness = 0;
-      r.partitionable = P::kNo;
-      r.name = "call";
-      return r;
-    }
-    case Opcode::kCustomCall: {
-      OpShardingRule r;
-      r.kind = RuleKind::kCustomCall;
-      r.partitionable = P::kContext;
-      r.min_aggressiveness = IsCustomCall(instr, "Sharding") ? 0 : 1;
-      r.name = "custom-call " + instr.attrs().custom_call_target;
-      AddIdentityFactors(instr, &r, 1);
-      return r;
-    }
+    case Opcode::kTuple:
+      return Structural(RuleKind::kTuple, "tuple", 0, P::kYes);
+    case Opcode::kGetTupleElement:
+      return Structural(RuleKind::kGetTupleElement, "get-tuple-element", 0, P::kYes);
+    case Opcode::kWhile:
+      return Structural(RuleKind::kControlFlow, "while", 0, P::kYes, R::kMostSpecific);
+    case Opcode::kConditional:
+      return Structural(RuleKind::kControlFlow, "conditional", 1, P::kYes);
+    case Opcode::kCall:
+      return Structural(RuleKind::kControlFlow, "call", 0, P::kNo);
+    case Opcode::kCustomCall:
+      return RuleBuilder(RuleKind::kCustomCall, "custom-call " + instr.attrs().custom_call_target)
+          .MinAggressiveness(IsCustomCall(instr, "Sharding") ? 0 : 1)
+          .Partitioning(P::kContext)
+          .AddIdentityFactors(instr, 1)
+          .Build();
     case Opcode::kOptimizationBarrier:
       return SameAsOperand0(instr, P::kYes, R::kFirstIfSharded, 0, "opt-barrier");
     case Opcode::kDomain:

@@ -81,6 +81,34 @@ struct OpShardingRule {
   std::string name;  // rule family, for --explain and debug output
 };
 
+// Builds a rule in one expression: its kind and name, the propagation facts
+// that differ from the defaults, then the factors in order (factor i of the
+// rule is the i-th one added). For example the transpose by {1,0} of an
+// f32[4,8]:
+//   RuleBuilder(RuleKind::kFactors, "transpose")
+//       .MinAggressiveness(0).Partitioning(Partitionable::kYes)
+//       .AddFactor({1}, 0, 8).AddFactor({0}, 1, 4).Build();
+class RuleBuilder {
+ public:
+  RuleBuilder(RuleKind kind, std::string name);
+  RuleBuilder& MinAggressiveness(int level);
+  RuleBuilder& Partitioning(Partitionable p);
+  RuleBuilder& RepresentedBy(Representative r);
+  // A factor of `size` that is dim operand_dims[i] of operand i (-1: the
+  // operand lacks it) and dim `result_dim` of the result (-1: reduced away).
+  RuleBuilder& AddFactor(std::vector<int64_t> operand_dims, int64_t result_dim, int64_t size,
+                         FactorKind kind = FactorKind::kPassThrough,
+                         DotRole role = DotRole::kNone);
+  // One pass-through factor per dim of `instr`'s array result, shared with
+  // each of its first `num_operands` operands (all when -1) of equal rank.
+  RuleBuilder& AddIdentityFactors(const Instruction& instr, int num_operands = -1);
+  RuleBuilder& AddCompound(std::vector<int64_t> operand_dims, std::vector<int64_t> result_dims);
+  OpShardingRule Build() const { return rule_; }
+
+ private:
+  OpShardingRule rule_;
+};
+
 // The rule for `instr`. One switch over every opcode, no default.
 OpShardingRule GetOpShardingRule(const Instruction& instr);
 

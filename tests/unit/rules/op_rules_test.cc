@@ -111,6 +111,31 @@ ENTRY e {
   EXPECT_EQ(rs.compound[1].result_dims, (std::vector<int64_t>{2}));
 }
 
+// The builder example of op_rules.h is the rule the table gives.
+TEST_F(OpRulesTest, BuilderExampleIsTheTransposeRule) {
+  Load(R"(HloModule m
+ENTRY e {
+  p = f32[4,8] parameter(0)
+  ROOT t = f32[8,4] transpose(p), dimensions={1,0}
+})");
+  const OpShardingRule built = RuleBuilder(RuleKind::kFactors, "transpose")
+                                   .MinAggressiveness(0)
+                                   .Partitioning(Partitionable::kYes)
+                                   .AddFactor({1}, 0, 8)
+                                   .AddFactor({0}, 1, 4)
+                                   .Build();
+  const OpShardingRule table = GetOpShardingRule(I("t"));
+  EXPECT_EQ(RuleToString(built), RuleToString(table));
+  EXPECT_EQ(built.kind, table.kind);
+  EXPECT_EQ(built.partitionable, table.partitionable);
+  EXPECT_EQ(built.representative, table.representative);
+  ASSERT_EQ(built.factors.size(), table.factors.size());
+  for (size_t i = 0; i < built.factors.size(); ++i) {
+    EXPECT_EQ(built.factors[i].size, table.factors[i].size) << i;
+    EXPECT_EQ(built.factors[i].dot_role, table.factors[i].dot_role) << i;
+  }
+}
+
 TEST_F(OpRulesTest, EveryOpcodeInAModuleHasARule) {
   Load(R"(HloModule m
 add {
