@@ -13,6 +13,7 @@
 #include "ir/computation.h"
 #include "ir/instruction.h"
 #include "rules/op_rules.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::autoshard {
 namespace {
@@ -61,20 +62,17 @@ bool GatherFactors(const Instruction& instr, std::vector<PlanFactor>* out) {
   if (!operand.IsArray() || !indices.IsArray() ||
       static_cast<int64_t>(sizes.size()) != operand.rank())
     return false;
-  auto in = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
   int64_t index_dim = 0, operand_dim = 0;
   for (int64_t r = 0; r < instr.shape().rank(); ++r) {
     PlanFactor f;
     f.operand_dims = {-1, -1};
     f.result_dim = r;
-    if (in(dn->offset_dims, r)) {
-      while (operand_dim < operand.rank() && in(dn->collapsed_slice_dims, operand_dim))
+    if (Contains(dn->offset_dims, r)) {
+      while (operand_dim < operand.rank() && Contains(dn->collapsed_slice_dims, operand_dim))
         ++operand_dim;
       if (operand_dim >= operand.rank()) return false;
       const int64_t od = operand_dim++;
-      if (sizes[od] != operand.dimensions(od) || in(dn->start_index_map, od)) continue;
+      if (sizes[od] != operand.dimensions(od) || Contains(dn->start_index_map, od)) continue;
       f.operand_dims[0] = od;
     } else {
       if (index_dim == dn->index_vector_dim) ++index_dim;

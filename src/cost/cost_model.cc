@@ -12,6 +12,7 @@
 
 #include "ir/opcode.h"
 #include "ir/shape_inference_async.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit {
 namespace {
@@ -113,8 +114,6 @@ ComparisonDirection Flip(ComparisonDirection d) {
     default: return d;
   }
 }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 
 #include "ir/shape_inference.h"
 #include "ir/shape_inference_util.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit {
 
@@ -32,10 +33,6 @@ Status CheckDimList(const char* what, const std::vector<int64_t>& dims,
       return Err(what, " ", Dims(dims), " must be sorted");
   }
   return Status::Ok();
-}
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
 }
 
 std::string Str(const Shape& s) { return s.ToString(/*print_layout=*/false); }

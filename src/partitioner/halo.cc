@@ -11,14 +11,10 @@
 #include <vector>
 
 #include "support/check.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t FloorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 Instruction* PadDim(SpmdBuilder& b, Instruction* x, int64_t dim, int64_t low, int64_t high,
                     Instruction* pad) {

@@ -14,15 +14,10 @@
 #include "partitioner/reshard_axes.h"
 #include "partitioner/sharding_helpers.h"
 #include "support/check.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Every partition in one group.
 DeviceGroups AllDevices(int64_t n) {

@@ -17,6 +17,7 @@
 #include "partitioner/sharding_helpers.h"
 #include "sharding/device_axes.h"
 #include "support/check.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 
@@ -112,8 +113,6 @@ void RecordReshardPath(ReshardPath path, const PartitionedValue& v, const Shardi
 
 namespace {
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A sharding as a tile assignment over all n devices plus the role of each
 // of its dims.
 struct View {
@@ -140,8 +139,6 @@ std::optional<View> ViewOf(const Sharding& s, int64_t rank, int64_t n) {
 }
 
 using Axes = AxisList;
-
-bool Has(const Axes& xs, int a) { return std::find(xs.begin(), xs.end(), a) != xs.end(); }
 
 class AxisPlanner {
  public:
@@ -224,7 +221,7 @@ class AxisPlanner {
   DeviceGroups GroupsOf(const Axes& xs) const {
     std::vector<int64_t> order;
     for (int a = 0; a < axes_->num_axes(); ++a)
-      if (!Has(xs, a)) order.push_back(a);
+      if (!Contains(xs, a)) order.push_back(a);
     for (int a : xs) order.push_back(a);
     const int64_t size = Product(xs);
     return DeviceGroups{AxisArray(order).Reshape({n_ / size, size})};
@@ -346,7 +343,7 @@ class AxisPlanner {
       if (!ready(e)) continue;
       Axes want = needs(e), chunk;
       for (int a : want) {
-        if (!Has(reduce, a)) break;
+        if (!Contains(reduce, a)) break;
         chunk.push_back(a);
       }
       if (chunk.empty()) continue;
@@ -394,7 +391,7 @@ class AxisPlanner {
           const int ax = cur[a][i - 1];
           bool needed = false;
           for (int64_t e = 0; e < rank_; ++e)
-            if (e != a && Has(needs(e), ax)) needed = true;
+            if (e != a && Contains(needs(e), ax)) needed = true;
           if (needed) break;
           ++run;
         }

@@ -43,6 +43,7 @@
 #include "pipeline/schedule.h"
 #include "pipeline/split_backward.h"
 #include "pipeline/stage_loop.h"
+#include "support/small_helpers.h"
 #include "transforms/shrink_batch.h"
 
 namespace meshsplit {
@@ -57,10 +58,6 @@ using stage_region::MicrobatchLayout;
 using stage_region::Plural;
 
 using stage_region::ErrorAt;
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // The element of `scan`'s tuple that `v` reads, or -1.
 int64_t ElementOf(const Instruction* v, const LayerLoop& scan) {

@@ -18,15 +18,12 @@
 
 #include "pipeline/builder.h"
 #include "pipeline/region.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit {
 namespace {
 
 using stage_region::ErrorAt;
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Everything the root operands `elements` read, transitively.
 std::set<const Instruction*> Feeding(const Instruction& root,

@@ -5,6 +5,7 @@
 
 #include "ir/computation.h"
 #include "propagation/propagator.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::propagation {
 
@@ -18,10 +19,6 @@ struct GSDims {
     output_dims.insert(output_dims.end(), o.output_dims.begin(), o.output_dims.end());
   }
 };
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Output (or update) batch dim of each indices dim in `indices_dims`.
 void FillOutputDims(GSDims* d, int64_t index_vector_dim, int64_t output_rank,

@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "support/check.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::propagation {
 
@@ -20,10 +21,6 @@ namespace {
 
 constexpr std::string_view kCseMarker =
     "op_name=\"_sharding_propagation_cse_prevention\"";
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 bool IsManualLeaf(const Sharding& s) {
   return s.kind() == Sharding::Kind::kManual;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "ir/computation.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit {
 
@@ -173,20 +174,17 @@ OpShardingRule Dot(const Instruction& instr) {
   const auto& dn = *instr.attrs().dot_dnums;
   const Shape& ls = instr.operand(0)->shape();
   const Shape& rs = instr.operand(1)->shape();
-  auto in = [](const std::vector<int64_t>& v, int64_t x) {
-    return std::find(v.begin(), v.end(), x) != v.end();
-  };
   int64_t out = 0;
   for (size_t i = 0; i < dn.lhs_batch_dimensions.size(); ++i)
     b.AddFactor({dn.lhs_batch_dimensions[i], dn.rhs_batch_dimensions[i]}, out++,
                 ls.dimensions(dn.lhs_batch_dimensions[i]), FactorKind::kPassThrough,
                 DotRole::kBatch);
   for (int64_t d = 0; d < Rank(instr.operand(0)); ++d)
-    if (!in(dn.lhs_batch_dimensions, d) && !in(dn.lhs_contracting_dimensions, d))
+    if (!Contains(dn.lhs_batch_dimensions, d) && !Contains(dn.lhs_contracting_dimensions, d))
       b.AddFactor({d, -1}, out++, ls.dimensions(d), FactorKind::kPassThrough,
                   DotRole::kLhsNonContracting);
   for (int64_t d = 0; d < Rank(instr.operand(1)); ++d)
-    if (!in(dn.rhs_batch_dimensions, d) && !in(dn.rhs_contracting_dimensions, d))
+    if (!Contains(dn.rhs_batch_dimensions, d) && !Contains(dn.rhs_contracting_dimensions, d))
       b.AddFactor({-1, d}, out++, rs.dimensions(d), FactorKind::kPassThrough,
                   DotRole::kRhsNonContracting);
   for (size_t i = 0; i < dn.lhs_contracting_dimensions.size(); ++i)

@@ -6,13 +6,10 @@
 #include <cstring>
 
 #include "runtime/kernels.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::interp {
 namespace {
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Reads the index vector for one batch position of `indices`. `batch` holds
 // the coordinates of the indices array without index_vector_dim.

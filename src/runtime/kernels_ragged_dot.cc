@@ -18,15 +18,10 @@
 #include "ir/attribute_text.h"
 #include "ir/shape_inference.h"
 #include "runtime/kernels.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::interp {
 namespace {
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  for (int64_t e : v)
-    if (e == x) return true;
-  return false;
-}
 
 // Reads group_sizes element `i` as the wrapped value of its type: signed
 // types sign-extend, unsigned ones stay non-negative.

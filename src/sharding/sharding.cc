@@ -6,13 +6,9 @@
 #include <numeric>
 
 #include "support/check.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit {
-namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-}  // namespace
 
 const char* SubgroupTypeName(SubgroupType t) {
   switch (t) {

@@ -4,13 +4,10 @@
 #include <algorithm>
 
 #include "sharding/sharding_util.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::sharding_util {
 namespace {
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Indices dims except the index vector dim, in order.
 std::vector<int64_t> IndexBatchDims(int64_t indices_rank,

@@ -7,6 +7,7 @@
 
 #include "ir/computation.h"
 #include "rules/op_rules.h"
+#include "support/small_helpers.h"
 #include "transforms/shrink_shapes_graph.h"
 
 namespace meshsplit::shrink_internal {
@@ -121,10 +122,6 @@ std::pair<int, int> LeafRange(const Shape& shape, int64_t index) {
 }
 
 namespace {
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 // Dims of `rank` not in `excluded`, in order.
 std::vector<int64_t> OtherDims(int64_t rank, const std::vector<int64_t>& excluded) {

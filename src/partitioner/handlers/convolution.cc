@@ -8,14 +8,10 @@
 #include "partitioner/context.h"
 #include "partitioner/halo.h"
 #include "partitioner/handlers/dot_plan.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t FloorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 // Partially manual shardings are usable: every path below keeps the
 // subgroups (ProjectSharding, PartiallyReplicateTiledShardingOnDims), its

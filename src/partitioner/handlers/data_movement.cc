@@ -9,12 +9,10 @@
 
 #include "partitioner/context.h"
 #include "partitioner/halo.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 int64_t Tiles(const Sharding& s, int64_t dim) {
   return s.IsTiled() && dim < s.TiledDataRank() ? s.TileDim(dim) : 1;

@@ -12,15 +12,12 @@
 #include <algorithm>
 
 #include "sharding/device_axes.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
 
 using Layout = AxisLayout;
-
-bool Has(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 double LocalElements(const Layout& l, const std::vector<int64_t>& dims, const DeviceAxes& mesh) {
   double e = 1;
@@ -42,13 +39,13 @@ double ReshardCost(Layout s, const Layout& t, const std::vector<int64_t>& dims,
   double cost = 0;
   std::vector<int> reduce;
   for (int a : s.unreduced)
-    if (!Has(t.unreduced, a)) reduce.push_back(a);
+    if (!Contains(t.unreduced, a)) reduce.push_back(a);
   if (!reduce.empty()) {
     int scatter_dim = -1;
     for (size_t d = 0; d < dims.size() && scatter_dim < 0; ++d) {
       if (!s.dims[d].empty() || t.dims[d].size() != reduce.size()) continue;
       bool same = true;
-      for (int a : reduce) same &= Has(t.dims[d], a);
+      for (int a : reduce) same &= Contains(t.dims[d], a);
       if (same) scatter_dim = d;
     }
     cost += (scatter_dim >= 0 ? 1 : 2) * LocalElements(s, dims, mesh);
@@ -56,7 +53,7 @@ double ReshardCost(Layout s, const Layout& t, const std::vector<int64_t>& dims,
     else s.replicated.insert(s.replicated.end(), reduce.begin(), reduce.end());
     std::vector<int> kept;
     for (int a : s.unreduced)
-      if (!Has(reduce, a)) kept.push_back(a);
+      if (!Contains(reduce, a)) kept.push_back(a);
     s.unreduced = kept;
   }
   Layout mid = s;
@@ -71,7 +68,7 @@ double ReshardCost(Layout s, const Layout& t, const std::vector<int64_t>& dims,
   bool moved = true;
   for (int a : gathered) {
     bool found = false;
-    for (const auto& td : t.dims) found |= Has(td, a);
+    for (const auto& td : t.dims) found |= Contains(td, a);
     moved &= found;
   }
   return cost + (moved ? LocalElements(s, dims, mesh) : LocalElements(mid, dims, mesh));
@@ -119,7 +116,7 @@ class Planner {
     for (int a = 0; a < n_atoms; ++a) {
       // Manual atoms keep their role: collectives never cross a manual
       // subgroup, so the contraction is planned inside each one.
-      if (Has(out.manual, a)) {
+      if (Contains(out.manual, a)) {
         roles_[a] = {kManualRole};
         continue;
       }
@@ -129,7 +126,7 @@ class Planner {
         const Layout& l = *sources_[s].first;
         const std::vector<int64_t>& to_iter = *sources_[s].second;
         for (size_t d = 0; d < l.dims.size(); ++d)
-          if (Has(l.dims[d], a) && to_iter[d] >= 0 &&
+          if (Contains(l.dims[d], a) && to_iter[d] >= 0 &&
               std::find(roles_[a].begin(), roles_[a].end(), to_iter[d]) == roles_[a].end())
             roles_[a].push_back(to_iter[d]);
       }
@@ -334,7 +331,7 @@ std::optional<Sharding> PlanByMeshAxes(const ContractionSpace& space, const Shap
     if (shardings[k]->IsReplicated()) {
       std::vector<int> repl;
       for (int a : l.replicated)
-        if (!Has(manual, a)) repl.push_back(a);
+        if (!Contains(manual, a)) repl.push_back(a);
       l.replicated = repl;
       l.manual = layouts[2]->manual;
     }

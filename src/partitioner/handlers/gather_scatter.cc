@@ -20,13 +20,10 @@
 
 #include "partitioner/context.h"
 #include "partitioner/handlers/dot_plan.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-bool Contains(const std::vector<int64_t>& v, int64_t x) {
-  return std::find(v.begin(), v.end(), x) != v.end();
-}
 
 bool Plain(const Sharding& s) {
   return s.IsTiled() && !s.HasManualSubgroup() && !HasUnreduced(s);

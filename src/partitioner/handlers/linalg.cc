@@ -17,15 +17,10 @@
 #include "ir/attribute_text.h"
 #include "ir/shape_inference.h"
 #include "partitioner/context.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-bool Has(const std::vector<int64_t>& v, int64_t x) {
-  for (int64_t e : v)
-    if (e == x) return true;
-  return false;
-}
 
 // The sharding to compute in for an op whose result has the layout of its
 // operand `op` (same rank, dims in the same roles): the result's sharding
@@ -128,7 +123,7 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
       !in_range(dn.rhs_batch_dimensions, rs.rank()) ||
       !in_range(dn.rhs_contracting_dimensions, rs.rank()))
     return ctx.Fallback(instr, "ragged-dot dimension numbers out of range");
-  const bool contracting_mode = Has(dn.lhs_contracting_dimensions, ragged[0]);
+  const bool contracting_mode = Contains(dn.lhs_contracting_dimensions, ragged[0]);
   // Experts (rhs group dim) tiled: handlers/ragged_experts.cc.
   Status expert_status;
   if (!contracting_mode && group.size() == 1 &&
@@ -143,11 +138,11 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
     rhs_to_iter[dn.rhs_batch_dimensions[k]] = n_out;
   }
   for (int64_t d = 0; d < ls.rank(); ++d)
-    if (!Has(dn.lhs_batch_dimensions, d) && !Has(dn.lhs_contracting_dimensions, d))
+    if (!Contains(dn.lhs_batch_dimensions, d) && !Contains(dn.lhs_contracting_dimensions, d))
       lhs_to_iter[d] = n_out++;
   for (int64_t d = 0; d < rs.rank(); ++d)
-    if (!Has(dn.rhs_batch_dimensions, d) && !Has(dn.rhs_contracting_dimensions, d) &&
-        !Has(group, d))
+    if (!Contains(dn.rhs_batch_dimensions, d) && !Contains(dn.rhs_contracting_dimensions, d) &&
+        !Contains(group, d))
       rhs_to_iter[d] = n_out++;
   if (n_out != out_shape.rank()) return ctx.Fallback(instr);
   const int64_t n_iter = n_out + static_cast<int64_t>(dn.lhs_contracting_dimensions.size());
@@ -160,7 +155,7 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
   // Whole iteration dims, and group_sizes' dims in the iteration space.
   std::vector<int64_t> whole;
   if (contracting_mode) whole.push_back(0);
-  if (!Has(dn.lhs_batch_dimensions, ragged[0])) whole.push_back(lhs_to_iter[ragged[0]]);
+  if (!Contains(dn.lhs_batch_dimensions, ragged[0])) whole.push_back(lhs_to_iter[ragged[0]]);
   const int64_t prefix = gs.rank() - 1;
   std::vector<int64_t> gs_to_iter(gs.rank(), -1);
   for (int64_t d = 0; d < prefix && d < ls.rank(); ++d) {
@@ -190,7 +185,7 @@ Status HandleRaggedDot(SpmdContext& ctx, const Instruction& instr) {
                      SubgroupType dropped = SubgroupType::kReplicated) {
     std::vector<int64_t> m(to_iter.size(), -1);
     for (size_t d = 0; d < to_iter.size(); ++d)
-      if (to_iter[d] >= 0 && !Has(whole, to_iter[d])) m[d] = to_iter[d];
+      if (to_iter[d] >= 0 && !Contains(whole, to_iter[d])) m[d] = to_iter[d];
     return it.IsTiled() ? ProjectSharding(it, m, dropped) : it;
   };
   const Sharding partial = project(out_to_iter, SubgroupType::kUnreduced);

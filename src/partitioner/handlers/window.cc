@@ -9,14 +9,10 @@
 
 #include "partitioner/context.h"
 #include "partitioner/halo.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t FloorDiv(int64_t a, int64_t b) {
-  return a >= 0 ? a / b : -((-a + b - 1) / b);
-}
 
 bool TrivialWindow(const WindowDimension& w) {
   return w.size == 1 && w.stride == 1 && w.padding_low == 0 && w.padding_high == 0 &&

@@ -13,11 +13,10 @@
 #include <set>
 
 #include "partitioner/handlers/dot_plan.h"
+#include "support/small_helpers.h"
 
 namespace meshsplit::spmd {
 namespace {
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 int64_t IndexOf(const std::vector<int64_t>& v, int64_t x) {
   auto it = std::find(v.begin(), v.end(), x);
