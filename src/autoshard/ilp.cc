@@ -334,7 +334,11 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
     Clp_loadProblem(lp, ncols, nrows, start.data(), index.data(), value.data(), m.lb.data(),
                     m.ub.data(), m.obj.data(), rlb.data(), rub.data());
     Clp_setMaximumSeconds(lp, deadline);
-    Clp_initialSolve(lp);
+    // Dual simplex: the automatic choice (Clp_initialSolve) took over 30 s
+    // on examples/gpt2 at data=2,model=4 with a 9MiB cap, where dual takes
+    // 0.6 s, and is 1.1-1.5x slower on the uncapped plans measured
+    // (examples/gpt2, ../shared's gpt2 and MobileNet).
+    Clp_initialDualSolve(lp);
     if (Clp_isProvenOptimal(lp)) {
       r.status = IlpStatus::kOptimal;
       const double* col = Clp_getColSolution(lp);

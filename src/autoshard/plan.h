@@ -87,8 +87,10 @@ class Planner {
   // The spec of `choice` (with the lift's existing_axes).
   // Solves the exact planner's ILP (or LP) and evaluates its plan.
   StatusOr<ExactResult> SolveExact(const ExactOptions& options) const;
-  // The plan of one ILP solution (`cls`, per class) as a spec, evaluated.
-  void Lower(const StrategyGraph& g, const std::vector<int>& cls, ExactConstraints which,
+  // The plan of one ILP solution (`cls`, per class) as a spec, evaluated
+  // (the best of the lowerings `which` allows). Returns the evaluation of
+  // the first lowering tried, the one `which` names (kAll for kBest).
+  Evaluation Lower(const StrategyGraph& g, const std::vector<int>& cls, ExactConstraints which,
              ExactResult* r) const;
   ShardSpec SpecOf(const Choice& choice) const {
     ShardSpec spec = ChoiceToSpec(space_, choice, options_.existing_axes);
