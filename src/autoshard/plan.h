@@ -91,7 +91,7 @@ class Planner {
   // (the best of the lowerings `which` allows). Returns the evaluation of
   // the first lowering tried, the one `which` names (kAll for kBest).
   Evaluation Lower(const StrategyGraph& g, const std::vector<int>& cls, ExactConstraints which,
-             ExactResult* r) const;
+                   ExactResult* r) const;
   ShardSpec SpecOf(const Choice& choice) const {
     ShardSpec spec = ChoiceToSpec(space_, choice, options_.existing_axes);
     spec.pipeline = options_.pipeline;

@@ -1,7 +1,6 @@
 // Gather and scatter rules: pass-through dims (operand dims sliced whole),
 // index pass-through dims (indices batch dims <-> output batch dims), explicit
 // batching dims, and implicit parallel dims found from iota-built indices.
-#include <algorithm>
 
 #include "ir/computation.h"
 #include "propagation/propagator.h"

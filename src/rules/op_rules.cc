@@ -11,6 +11,13 @@
 #include "support/small_helpers.h"
 
 namespace meshsplit {
+namespace {
+
+int64_t Rank(const Instruction* i) {
+  return i->shape().IsArray() ? i->shape().rank() : 0;
+}
+
+}  // namespace
 
 RuleBuilder::RuleBuilder(RuleKind kind, std::string name) {
   rule_.kind = kind;
@@ -53,10 +60,8 @@ RuleBuilder& RuleBuilder::AddIdentityFactors(const Instruction& instr, int num_o
     num_operands = instr.operand_count();
   for (int64_t d = 0; d < rank; ++d) {
     std::vector<int64_t> dims(instr.operand_count(), -1);
-    for (int i = 0; i < num_operands; ++i) {
-      const Shape& s = instr.operand(i)->shape();
-      if ((s.IsArray() ? s.rank() : 0) == rank) dims[i] = d;
-    }
+    for (int i = 0; i < num_operands; ++i)
+      if (Rank(instr.operand(i)) == rank) dims[i] = d;
     AddFactor(std::move(dims), d, instr.shape().dimensions(d));
   }
   return *this;
@@ -72,10 +77,6 @@ namespace {
 
 using P = Partitionable;
 using R = Representative;
-
-int64_t Rank(const Instruction* i) {
-  return i->shape().IsArray() ? i->shape().rank() : 0;
-}
 
 OpShardingRule Elementwise(const Instruction& instr, R rep, const char* name = "elementwise",
                            P p = P::kYes) {

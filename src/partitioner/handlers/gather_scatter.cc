@@ -14,7 +14,6 @@
 // tile with shifted indices. A variadic scatter scatters all its operands
 // the same way (pass-through and batching dims only). Everything else runs
 // replicated (Fallback).
-#include <algorithm>
 #include <limits>
 #include <optional>
 
