@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 #include <tuple>
 
-#include <coin/Cbc_C_Interface.h>
-#include <coin/Clp_C_Interface.h>
+#include <coin/CbcModel.hpp>
+#include <coin/ClpSimplex.hpp>
+#include <coin/OsiClpSolverInterface.hpp>
 
 namespace meshsplit::autoshard {
 namespace {
@@ -178,6 +180,193 @@ ModelCost Evaluate(const StrategyGraph& g, const Coefficients& c, const std::vec
   return m;
 }
 
+// Each class's strategy of largest x in a (relaxed) solution.
+std::vector<int> LargestX(const StrategyGraph& g, const std::vector<std::vector<int>>& x,
+                          const std::vector<double>& sol) {
+  std::vector<int> choice(g.classes.size(), 0);
+  for (size_t k = 0; k < choice.size(); ++k)
+    for (int s = 1; s < g.classes[k].num_strategies; ++s)
+      if (sol[x[k][s]] > sol[x[k][choice[k]]] + 1e-9) choice[k] = s;
+  return choice;
+}
+
+// The ILP's cost model kept up to date under one-class moves, for the
+// warm start: what a move of class k to strategy s would cost, in
+// O(edge groups at k), and the move itself.
+class MoveCoster {
+ public:
+  MoveCoster(const StrategyGraph& g, const Coefficients& c, std::vector<int> choice)
+      : c_(c), choice_(std::move(choice)), groups_at_(g.classes.size()) {
+    others_.insert(0.0);  // the peak of no class
+    for (size_t i = 0; i < c.groups.size(); ++i) {
+      groups_at_[c.groups[i].from_cls].push_back(static_cast<int>(i));
+      groups_at_[c.groups[i].to_cls].push_back(static_cast<int>(i));
+    }
+    for (size_t k = 0; k < choice_.size(); ++k) {
+      const int s = choice_[k];
+      compute_ += c.compute[k][s];
+      memory_ += c.memory[k][s];
+      linear_ += c.comm[k][s] + c.reshard_linear[k][s];
+      fixed_ += c.fixed_bytes[k][s];
+      others_.insert(c.max_bytes[k][s]);
+    }
+    for (const EdgeGroup& eg : c.groups) linear_ += GroupCost(eg, -1, 0);
+  }
+
+  const std::vector<int>& choice() const { return choice_; }
+  double Time() const { return std::max(compute_, memory_) + linear_; }
+  double Bytes() const { return fixed_ + *others_.rbegin(); }
+  // Class k's largest value other than parameters and outputs at strategy s,
+  // and the largest of those over the classes as chosen.
+  double OtherBytes(int k, int s) const { return c_.max_bytes[k][s]; }
+  double Peak() const { return *others_.rbegin(); }
+
+  // Time and bytes after moving class k to strategy s.
+  std::pair<double, double> IfMoved(int k, int s) const {
+    const int t = choice_[k];
+    const double compute = compute_ - c_.compute[k][t] + c_.compute[k][s];
+    const double memory = memory_ - c_.memory[k][t] + c_.memory[k][s];
+    double linear = linear_ - c_.comm[k][t] - c_.reshard_linear[k][t] + c_.comm[k][s] +
+                    c_.reshard_linear[k][s];
+    for (int i : groups_at_[k]) {
+      const EdgeGroup& eg = c_.groups[i];
+      linear += GroupCost(eg, k, s) - GroupCost(eg, -1, 0);
+    }
+    // The largest other value without class k's current one, then with s's.
+    double peak = c_.max_bytes[k][s];
+    auto top = others_.rbegin();
+    if (*top != c_.max_bytes[k][t] || others_.count(*top) > 1) {
+      peak = std::max(peak, *top);
+    } else if (others_.size() > 1) {
+      peak = std::max(peak, *std::next(top));
+    }
+    return {std::max(compute, memory) + linear, fixed_ - c_.fixed_bytes[k][t] +
+                                                    c_.fixed_bytes[k][s] + peak};
+  }
+
+  void Move(int k, int s) {
+    const int t = choice_[k];
+    for (int i : groups_at_[k]) linear_ -= GroupCost(c_.groups[i], -1, 0);
+    compute_ += c_.compute[k][s] - c_.compute[k][t];
+    memory_ += c_.memory[k][s] - c_.memory[k][t];
+    linear_ += c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
+    fixed_ += c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
+    others_.erase(others_.find(c_.max_bytes[k][t]));
+    others_.insert(c_.max_bytes[k][s]);
+    choice_[k] = s;
+    for (int i : groups_at_[k]) linear_ += GroupCost(c_.groups[i], -1, 0);
+  }
+
+ private:
+  // A group's cost with class k (if >= 0) at strategy s, the rest as chosen.
+  double GroupCost(const EdgeGroup& eg, int k, int s) const {
+    const int from = eg.from_cls == k ? s : choice_[eg.from_cls];
+    const int to = eg.to_cls == k ? s : choice_[eg.to_cls];
+    return eg.cost[eg.a_of[from] * eg.nb + eg.b_of[to]];
+  }
+
+  const Coefficients& c_;
+  std::vector<int> choice_;
+  std::vector<std::vector<int>> groups_at_;
+  double compute_ = 0, memory_ = 0, linear_ = 0, fixed_ = 0;
+  std::multiset<double> others_;
+};
+
+// An integer plan near the LP optimum, for CBC to start from and to fall
+// back on when its search runs out of time: each class takes its largest x,
+// moves that take the most memory off per second added bring it under the
+// cap, then single-class moves that lower the objective and keep the cap
+// are taken until none is left (or `seconds` pass). Empty when the cap is
+// not met.
+std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
+                                 const std::vector<std::vector<int>>& x,
+                                 const std::vector<double>& lp, double cap_bytes,
+                                 bool minimize_memory, double seconds) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto out_of_time = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > seconds;
+  };
+  const size_t nc = g.classes.size();
+  MoveCoster mc(g, c, LargestX(g, x, lp));
+  const double cap = cap_bytes > 0 ? cap_bytes : 1e300;
+  // Memory first: the move that takes the most bytes off the total per
+  // second it adds. When no move lowers the total (other classes hold as
+  // large a value as the peak), one that lowers a peak holder's value does.
+  while (mc.Bytes() > cap && !out_of_time()) {
+    double best_score = 0;
+    bool best_lowers_total = false;
+    int best_k = -1, best_s = 0;
+    for (size_t k = 0; k < nc; ++k) {
+      const int kk = static_cast<int>(k);
+      const bool holds_peak = mc.OtherBytes(kk, mc.choice()[k]) == mc.Peak();
+      for (int s = 0; s < g.classes[k].num_strategies; ++s) {
+        if (s == mc.choice()[k]) continue;
+        const auto [time, bytes] = mc.IfMoved(kk, s);
+        const bool lowers_total = bytes < mc.Bytes();
+        // (A peak holder's move must not raise the total: each move then
+        // lowers the total or, keeping it, the number of peak holders.)
+        const double gain = lowers_total                     ? mc.Bytes() - bytes
+                            : holds_peak && bytes == mc.Bytes() ? mc.Peak() - mc.OtherBytes(kk, s)
+                                                                : 0;
+        if (gain <= 0 || (best_lowers_total && !lowers_total)) continue;
+        const double score = gain / std::max(time - mc.Time(), 1e-12);
+        if (score > best_score || (lowers_total && !best_lowers_total)) {
+          best_score = score;
+          best_lowers_total = lowers_total;
+          best_k = kk;
+          best_s = s;
+        }
+      }
+    }
+    if (best_k < 0) return {};
+    mc.Move(best_k, best_s);
+  }
+  if (mc.Bytes() > cap) return {};
+  auto objective = [&](double time, double bytes) { return minimize_memory ? bytes : time; };
+  for (bool improved = true; improved && !out_of_time();) {
+    improved = false;
+    for (size_t k = 0; k < nc; ++k) {
+      double best = objective(mc.Time(), mc.Bytes());
+      int best_s = -1;
+      for (int s = 0; s < g.classes[k].num_strategies; ++s) {
+        if (s == mc.choice()[k]) continue;
+        const auto [time, bytes] = mc.IfMoved(static_cast<int>(k), s);
+        const double v = objective(time, bytes);
+        if (bytes <= cap && v < best * (1 - 1e-12)) best = v, best_s = s;
+      }
+      if (best_s >= 0) mc.Move(static_cast<int>(k), best_s), improved = true;
+    }
+  }
+  return mc.choice();
+}
+
+// Every column's value for a choice of strategies (CBC takes an incumbent as
+// a whole solution): x and the chosen edge pairs at 1, T at the roofline, M
+// at the largest other value and the memory total.
+std::vector<double> FullSolution(const StrategyGraph& g, const Coefficients& c,
+                                 const std::vector<std::vector<int>>& x,
+                                 const std::vector<int>& group_col, int t_col, int mem_col,
+                                 int total_col, int ncols, const std::vector<int>& choice) {
+  std::vector<double> v(ncols, 0.0);
+  double compute = 0, memory = 0, fixed = 0, other = 0;
+  for (size_t k = 0; k < g.classes.size(); ++k) {
+    const int s = choice[k];
+    v[x[k][s]] = 1;
+    compute += c.compute[k][s];
+    memory += c.memory[k][s];
+    fixed += c.fixed_bytes[k][s];
+    other = std::max(other, c.max_bytes[k][s]);
+  }
+  for (size_t i = 0; i < c.groups.size(); ++i) {
+    const EdgeGroup& eg = c.groups[i];
+    v[group_col[i] + eg.a_of[choice[eg.from_cls]] * eg.nb + eg.b_of[choice[eg.to_cls]]] = 1;
+  }
+  v[t_col] = std::max(compute, memory) * kTimeScale;
+  if (mem_col >= 0) v[mem_col] = other * kByteScale;
+  if (total_col >= 0) v[total_col] = (fixed + other) * kByteScale;
+  return v;
+}
+
 }  // namespace
 
 const char* IlpStatusName(IlpStatus s) {
@@ -244,9 +433,12 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
     row.upper = 1e30;
     m.rows.push_back(std::move(row));
   }
+  std::vector<int> group_col;  // the first of each group's e[a][b], row-major
+  int total_col = -1;
   for (const EdgeGroup& eg : c.groups) {
     std::vector<int> e(eg.na * eg.nb);
     for (int k = 0; k < eg.na * eg.nb; ++k) e[k] = m.AddCol(0, 1, time_weight * eg.cost[k], false);
+    group_col.push_back(e.empty() ? -1 : e[0]);
     r.edge_variables += eg.na * eg.nb;
     for (int a = 0; a < eg.na; ++a) {  // sum_b e[a][b] = sum_{s: a(s)=a} x_p[s]
       Row row;
@@ -275,7 +467,7 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
           total.coefs.push_back(c.fixed_bytes[k][s] * kByteScale);
         }
     // M is the largest other value; the total is fixed + M.
-    const int total_col = m.AddCol(0, 1e30, 0, false);
+    total_col = m.AddCol(0, 1e30, 0, false);
     total.cols.push_back(total_col);
     total.coefs.push_back(-1.0);
     total.lower = total.upper = 0;  // total_col = M + fixed
@@ -325,82 +517,119 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
   std::vector<double> sol;
   double objective = 0, bound = 0;
   const double deadline = std::max(1.0, options.time_limit_seconds);
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   // The relaxation first, with CLP: the bound for --solver lp, and for the
   // ILP its answer when the LP optimum is already integral (the marginal
-  // edge formulation often is), which spares CBC's search.
-  {
-    Clp_Simplex* lp = Clp_newModel();
-    Clp_setLogLevel(lp, 0);
-    Clp_loadProblem(lp, ncols, nrows, start.data(), index.data(), value.data(), m.lb.data(),
-                    m.ub.data(), m.obj.data(), rlb.data(), rub.data());
-    Clp_setMaximumSeconds(lp, deadline);
-    // Dual simplex: the automatic choice (Clp_initialSolve) took over 30 s
-    // on examples/gpt2 at data=2,model=4 with a 9MiB cap, where dual takes
-    // 0.6 s, and is 1.1-1.5x slower on the uncapped plans measured
-    // (examples/gpt2, ../shared's gpt2 and MobileNet).
-    Clp_initialDualSolve(lp);
-    if (Clp_isProvenOptimal(lp)) {
-      r.status = IlpStatus::kOptimal;
-      const double* col = Clp_getColSolution(lp);
-      sol.assign(col, col + ncols);
-      objective = bound = Clp_objectiveValue(lp);
-    } else if (Clp_isProvenPrimalInfeasible(lp)) {
-      r.status = IlpStatus::kInfeasible;
-    } else {
-      r.status = IlpStatus::kNoSolution;
-    }
-    Clp_deleteModel(lp);
+  // edge formulation often is), which spares CBC's search. CBC starts from
+  // this solved LP (its basis), not from scratch.
+  OsiClpSolverInterface lp;
+  lp.messageHandler()->setLogLevel(0);
+  lp.loadProblem(ncols, nrows, start.data(), index.data(), value.data(), m.lb.data(),
+                 m.ub.data(), m.obj.data(), rlb.data(), rub.data());
+  ClpSimplex* clp = lp.getModelPtr();
+  clp->setLogLevel(0);
+  clp->setMaximumSeconds(deadline);
+  // Dual simplex: CLP's automatic choice took over 30 s on examples/gpt2 at
+  // data=2,model=4 with a 9MiB cap, where dual takes 0.6 s, and was
+  // 1.1-1.5x slower on the uncapped plans measured (examples/gpt2,
+  // ../shared's gpt2 and MobileNet). CBC's own root solve (through its C
+  // interface, which cannot be handed a solved LP) took 25 s on that LP.
+  clp->initialDualSolve();
+  if (clp->isProvenOptimal()) {
+    r.status = IlpStatus::kOptimal;
+    const double* col = clp->primalColumnSolution();
+    sol.assign(col, col + ncols);
+    objective = bound = clp->objectiveValue();
+  } else if (clp->isProvenPrimalInfeasible()) {
+    r.status = IlpStatus::kInfeasible;
+  } else {
+    r.status = IlpStatus::kNoSolution;
   }
   bool integral = !sol.empty();
   for (int j = 0; j < ncols && integral; ++j)
     if (m.integer[j] && std::abs(sol[j] - std::round(sol[j])) > 1e-7) integral = false;
   r.lp_integral = integral;
-  const double lp_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  // CBC starts by solving the root relaxation again from scratch and does
-  // not look at its clock until that is done, so with less time left than
-  // the relaxation took it would overrun the limit by about that much:
-  // give up now instead (no integer solution within the time limit).
-  const bool time_for_cbc = deadline - lp_seconds >= lp_seconds;
-  if (!options.relax && !integral && r.status != IlpStatus::kInfeasible && !time_for_cbc) {
-    r.status = IlpStatus::kNoSolution;
-    sol.clear();
+  const bool search = !options.relax && !integral && r.status == IlpStatus::kOptimal;
+  auto scaled = [&](const ModelCost& mc) {  // in the objective's units
+    return options.minimize_memory ? mc.memory_bytes * kByteScale : mc.time_seconds * kTimeScale;
+  };
+  // The warm start: the LP optimum rounded and improved (a tenth of the time
+  // limit at most). It may already meet the bound; else it is CBC's first
+  // incumbent and the answer if CBC finds nothing better in time.
+  std::vector<int> warm;
+  double warm_objective = 0;
+  if (search && options.warm_start) {
+    warm = RoundAndImprove(g, c, x, sol, static_cast<double>(options.memory_limit_bytes),
+                           options.minimize_memory, 0.1 * deadline);
+    if (!warm.empty()) {
+      warm_objective = scaled(Evaluate(g, c, warm));
+      r.warm_start_seconds =
+          warm_objective / (options.minimize_memory ? kByteScale : kTimeScale);
+    }
   }
-  if (!options.relax && !integral && r.status != IlpStatus::kInfeasible && time_for_cbc) {
-    Cbc_Model* mip = Cbc_newModel();
-    Cbc_loadProblem(mip, ncols, nrows, start.data(), index.data(), value.data(), m.lb.data(),
-                    m.ub.data(), m.obj.data(), rlb.data(), rub.data());
-    for (int j = 0; j < ncols; ++j)
-      if (m.integer[j]) Cbc_setInteger(mip, j);
-    Cbc_setLogLevel(mip, 0);
-    // CBC counts CPU seconds by default; the limit is the user's wall clock,
-    // which on a busy machine runs several times faster.
-    Cbc_setParameter(mip, "timeMode", "elapsed");
-    Cbc_setMaximumSeconds(mip, std::max(1.0, deadline - lp_seconds));
-    Cbc_setAllowableFractionGap(mip, 1e-6);
-    Cbc_solve(mip);
-    const double* best = Cbc_bestSolution(mip);
+  auto take_warm = [&](IlpStatus status, double best_bound) {
+    r.status = status;
+    r.from_warm_start = true;
     sol.clear();
-    if (Cbc_isProvenInfeasible(mip)) {
-      r.status = IlpStatus::kInfeasible;
-    } else if (best == nullptr) {
+    objective = warm_objective;
+    bound = std::min(warm_objective, best_bound);
+  };
+  const bool meets_bound = !warm.empty() && warm_objective - bound <= 1e-6 * warm_objective;
+  if (search && (meets_bound || deadline - elapsed() < 1)) {
+    if (warm.empty()) {
       r.status = IlpStatus::kNoSolution;
+      sol.clear();
     } else {
-      r.status = Cbc_isProvenOptimal(mip) ? IlpStatus::kOptimal : IlpStatus::kTimeLimit;
-      sol.assign(best, best + ncols);
-      objective = Cbc_getObjValue(mip);
-      bound = std::min(objective, std::max(bound, Cbc_getBestPossibleObjValue(mip)));
+      take_warm(meets_bound ? IlpStatus::kOptimal : IlpStatus::kTimeLimit, bound);
     }
-    Cbc_deleteModel(mip);
+  } else if (search) {
+    for (int j = 0; j < ncols; ++j)
+      if (m.integer[j]) lp.setInteger(j);
+    CbcModel mip(lp);
+    mip.setLogLevel(0);
+    mip.messageHandler()->setLogLevel(0);
+    mip.solver()->messageHandler()->setLogLevel(0);
+    // The limit is the user's wall clock, not CPU seconds (which on a busy
+    // machine run several times slower).
+    // CBC reads its clock between nodes: the root's strong branching can
+    // overrun the limit (by about 3 s on examples/gpt2, data=2,model=4 under
+    // 5.5MiB, where each strong-branching LP takes 0.4 s).
+    mip.setUseElapsedTime(true);
+    mip.setMaximumSeconds(std::max(1.0, deadline - elapsed()));
+    mip.setAllowableFractionGap(1e-6);
+    if (!warm.empty()) {
+      const std::vector<double> full =
+          FullSolution(g, c, x, group_col, t_col, mem_col, total_col, ncols, warm);
+      mip.setBestSolution(full.data(), ncols, warm_objective, true);
+    }
+    mip.branchAndBound();
+    const double* best = mip.bestSolution();
+    const double cbc_bound = std::max(bound, mip.getBestPossibleObjValue());
+    const bool proven = mip.isProvenOptimal();
+    sol.clear();
+    const bool better = best != nullptr &&
+                        (warm.empty() || mip.getObjValue() < warm_objective * (1 - 1e-9));
+    if (better) sol.assign(best, best + ncols);
+    if (mip.isProvenInfeasible() && warm.empty()) {
+      r.status = IlpStatus::kInfeasible;
+    } else if (better) {
+      r.status = proven ? IlpStatus::kOptimal : IlpStatus::kTimeLimit;
+      objective = mip.getObjValue();
+      bound = std::min(objective, cbc_bound);
+    } else if (!warm.empty()) {
+      take_warm(proven ? IlpStatus::kOptimal : IlpStatus::kTimeLimit, cbc_bound);
+    } else {
+      r.status = IlpStatus::kNoSolution;
+    }
   }
-  if (!sol.empty()) {
-    r.choice.assign(nc, 0);
-    for (size_t k = 0; k < nc; ++k) {
-      int best = 0;
-      for (int s = 1; s < g.classes[k].num_strategies; ++s)
-        if (sol[x[k][s]] > sol[x[k][best]] + 1e-9) best = s;
-      r.choice[k] = best;
-    }
+  if (r.from_warm_start) {
+    r.choice = warm;
+  } else if (!sol.empty()) {
+    r.choice = LargestX(g, x, sol);
+  }
+  if (!r.choice.empty()) {
     r.cost = Evaluate(g, c, r.choice);
     const double scale = options.minimize_memory ? 1.0 / kByteScale : 1.0 / kTimeScale;
     if (options.relax) {

@@ -34,6 +34,9 @@ struct IlpOptions {
   double time_limit_seconds = 60;   // CBC's; on the limit the gap is reported
   int64_t memory_limit_bytes = 0;   // 0 = none
   bool minimize_memory = false;     // objective: the memory estimate
+  // Round the LP optimum and improve it by single-class moves under the cap:
+  // CBC's first incumbent, and the plan when CBC finds none better in time.
+  bool warm_start = true;
 };
 
 enum class IlpStatus { kOptimal, kTimeLimit, kInfeasible, kNoSolution, kError };
@@ -64,6 +67,10 @@ struct IlpResult {
   int64_t constraints = 0;
   // The LP optimum was integral: it is the ILP's (CBC was not run).
   bool lp_integral = false;
+  // The warm start's objective (0: none was made or it broke the cap), and
+  // whether it is the answer (it met the bound, or CBC found nothing better).
+  double warm_start_seconds = 0;
+  bool from_warm_start = false;
 };
 
 IlpResult SolveStrategyGraph(const StrategyGraph& graph, const MachineModel& machine,

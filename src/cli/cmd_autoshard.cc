@@ -213,7 +213,9 @@ nlohmann::ordered_json IlpJson(const autoshard::IlpResult& ilp) {
           {"edge_variables", ilp.edge_variables},
           {"edge_groups", ilp.edge_groups},
           {"constraints", ilp.constraints},
-          {"lp_integral", ilp.lp_integral}};
+          {"lp_integral", ilp.lp_integral},
+          {"warm_start_seconds", ilp.warm_start_seconds},
+          {"from_warm_start", ilp.from_warm_start}};
 }
 
 nlohmann::ordered_json SolverJson(const std::string& name, const autoshard::ExactResult& x,
@@ -254,7 +256,10 @@ void PrintExact(std::ostream& os, const std::string& name, const autoshard::Exac
                 "variables (%lld edge groups), %lld constraints, %d solve%s, %.2f s\n",
                 name == "lp" ? "lp (CLP relaxation)" : "ilp (CBC)",
                 autoshard::IlpStatusName(x.ilp.status),
-                name == "ilp" && x.ilp.lp_integral ? " (the LP optimum is integral)" : "",
+                name != "ilp"           ? ""
+                : x.ilp.lp_integral     ? " (the LP optimum is integral)"
+                : x.ilp.from_warm_start ? " (the warm start: the LP optimum rounded, improved)"
+                                        : "",
                 Micros(x.ilp.objective_seconds).c_str(),
                 Micros(x.ilp.bound_seconds).c_str(), x.ilp.gap * 100,
                 (long long)x.ilp.strategy_variables, (long long)x.ilp.edge_variables,

@@ -59,14 +59,16 @@ int64_t Count(const Evaluation& e, const std::string& kind) {
   return it == e.collectives_by_kind.end() ? 0 : it->second;
 }
 
-// The cheapest choice by enumerating all of them (small graphs only).
-double BruteForceMinimum(const StrategyGraph& g, const MachineModel& m) {
+// The cheapest choice by enumerating all of them (small graphs only), of
+// those whose memory estimate is within `cap_bytes` if it is not 0.
+double BruteForceMinimum(const StrategyGraph& g, const MachineModel& m, double cap_bytes = 0) {
   std::vector<int> choice(g.classes.size(), 0);
   double best = 1e30;
   auto cost = ChoiceCoster(g, m);
   std::function<void(size_t)> rec = [&](size_t k) {
     if (k == choice.size()) {
-      best = std::min(best, cost(choice).time_seconds);
+      const ModelCost c = cost(choice);
+      if (cap_bytes == 0 || c.memory_bytes <= cap_bytes) best = std::min(best, c.time_seconds);
       return;
     }
     for (int s = 0; s < g.classes[k].num_strategies; ++s) {
@@ -190,6 +192,47 @@ TEST(AutoshardIlp, OptimumEqualsEnumerationAndLpBoundsIt) {
       EXPECT_LE(lp.bound_seconds, ilp.objective_seconds * (1 + 1e-9));
     }
   }
+}
+
+// Under a memory cap the LP optimum is often fractional and CBC searches,
+// from the warm start (the LP optimum rounded and improved) or without one:
+// both reach the enumerated optimum under the same cap, and the warm start
+// is never below it. At least some of these caps must make the LP
+// fractional, or this test would not reach CBC at all.
+TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
+  int fractional = 0, answered_by_warm_start = 0;
+  for (const char* file : {"mlp_batch.hlo", "mlp_megatron.hlo"}) {
+    for (const char* mesh : {"data=2,model=2", "data=2,model=4"}) {
+      auto module = Load(file);
+      auto planner = MakePlanner(*module, mesh);
+      auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
+      ASSERT_TRUE(g.ok());
+      for (int64_t cap : {2500000, 3000000, 3500000, 4500000, 5000000, 9000000, 16000000}) {
+        SCOPED_TRACE(std::string(file) + " on " + mesh + " under " + std::to_string(cap));
+        const double optimum = BruteForceMinimum(*g, MachineModel{}, static_cast<double>(cap));
+        for (bool warm : {true, false}) {
+          IlpOptions o;
+          o.memory_limit_bytes = cap;
+          o.warm_start = warm;
+          IlpResult ilp = SolveStrategyGraph(*g, MachineModel{}, o);
+          if (optimum == 1e30) {
+            EXPECT_EQ(ilp.status, IlpStatus::kInfeasible);
+            continue;
+          }
+          ASSERT_EQ(ilp.status, IlpStatus::kOptimal) << IlpStatusName(ilp.status);
+          EXPECT_NEAR(ilp.objective_seconds, optimum, 1e-12);
+          EXPECT_LE(ilp.cost.memory_bytes, static_cast<double>(cap));
+          if (!ilp.lp_integral) fractional += warm;
+          if (warm && ilp.warm_start_seconds > 0)
+            EXPECT_GE(ilp.warm_start_seconds, optimum - 1e-12);
+          if (!warm) EXPECT_FALSE(ilp.from_warm_start);
+          answered_by_warm_start += ilp.from_warm_start;
+        }
+      }
+    }
+  }
+  EXPECT_GE(fractional, 5);
+  EXPECT_GE(answered_by_warm_start, 1);
 }
 
 // With compute and memory traffic free, replication is cheapest (no
