@@ -7,7 +7,6 @@
 #include <chrono>
 #include <cmath>
 #include <map>
-#include <set>
 #include <tuple>
 
 #include <coin/CbcModel.hpp>
@@ -31,14 +30,33 @@ struct EdgeGroup {
   std::vector<double> cost;  // na * nb
 };
 
+// One live set of the memory estimate (StrategyGraph::live_sets): the
+// classes with a value in it and, per strategy, the bytes they add there.
+struct LiveRow {
+  std::vector<int> cls;
+  std::vector<std::vector<double>> bytes;  // per entry of cls, per strategy
+};
+
 struct Coefficients {
   std::vector<std::vector<double>> compute, memory, comm;  // per class, strategy
   std::vector<std::vector<double>> reshard_linear;          // edges folded into x
   std::vector<EdgeGroup> groups;
-  // Memory estimate: fixed per strategy (params, outputs) and the largest
-  // other value per strategy of each class.
-  std::vector<std::vector<double>> fixed_bytes, max_bytes;
+  // Memory estimate: the parameters per strategy, plus the largest sum over
+  // one live set of the other values.
+  std::vector<std::vector<double>> fixed_bytes;
+  std::vector<LiveRow> live_rows;
 };
+
+// The memory estimate's other term: the largest live set's bytes.
+double LivePeak(const Coefficients& c, const std::vector<int>& choice) {
+  double peak = 0;
+  for (const LiveRow& row : c.live_rows) {
+    double sum = 0;
+    for (size_t e = 0; e < row.cls.size(); ++e) sum += row.bytes[e][choice[row.cls[e]]];
+    peak = std::max(peak, sum);
+  }
+  return peak;
+}
 
 // Distinct mappings of `maps` in first-seen order: index per entry.
 std::vector<int> IndexDistinct(const std::vector<DimsMapping>& maps,
@@ -65,24 +83,46 @@ Coefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
   c.comm = zeros();
   c.reshard_linear = zeros();
   c.fixed_bytes = zeros();
-  c.max_bytes = zeros();
-  std::vector<bool> is_output(g.nodes.size(), false);
-  for (int n : g.outputs) is_output[n] = true;
   for (size_t n = 0; n < g.nodes.size(); ++n) {
     const GraphNode& node = g.nodes[n];
-    const bool param = node.decision_group >= 0 || node.instr->opcode() == Opcode::kParameter ||
-                       node.instr->opcode() == Opcode::kConstant;
+    // Entry parameters live throughout; every other value is in the live
+    // sets of the points where it is live.
+    const bool param = node.instr->opcode() == Opcode::kParameter && !node.sink;
     for (size_t s = 0; s < node.strategies.size(); ++s) {
       const NodeStrategy& st = node.strategies[s];
       c.compute[node.cls][s] += st.compute_seconds;
       c.memory[node.cls][s] += st.memory_seconds;
       c.comm[node.cls][s] += st.comm_seconds;
-      const double b = static_cast<double>(st.result_bytes);
-      if (param || is_output[n])
-        c.fixed_bytes[node.cls][s] += b;
-      else
-        c.max_bytes[node.cls][s] = std::max(c.max_bytes[node.cls][s], b);
+      if (param) c.fixed_bytes[node.cls][s] += static_cast<double>(st.result_bytes);
     }
+  }
+  for (const std::vector<LiveValue>& set : g.live_sets) {
+    std::map<int, std::vector<double>> by_class;
+    for (const LiveValue& v : set) {
+      const GraphNode& node = g.nodes[v.node];
+      auto& bytes = by_class[node.cls];
+      bytes.resize(node.strategies.size(), 0.0);
+      for (size_t s = 0; s < node.strategies.size(); ++s) {
+        const NodeStrategy& st = node.strategies[s];
+        if (v.operand < 0) {
+          bytes[s] += static_cast<double>(st.result_bytes);
+        } else {
+          const Shape& shape = node.instr->operand(v.operand)->shape();
+          const DimsMapping& m = st.operands[v.operand];
+          bytes[s] += static_cast<double>(
+              static_cast<int64_t>(m.size()) == shape.rank()
+                  ? LocalBytes(shape, m, *g.mesh)
+                  : shape.ByteSize());
+        }
+      }
+    }
+    LiveRow row;
+    for (auto& [cls, bytes] : by_class) {
+      if (std::all_of(bytes.begin(), bytes.end(), [](double b) { return b == 0; })) continue;
+      row.cls.push_back(cls);
+      row.bytes.push_back(std::move(bytes));
+    }
+    if (!row.cls.empty()) c.live_rows.push_back(std::move(row));
   }
   std::map<std::tuple<int, int, std::vector<int>, std::vector<int>>, size_t> group_of;
   for (const GraphEdge& e : g.edges) {
@@ -160,7 +200,6 @@ struct Model {
 
 ModelCost Evaluate(const StrategyGraph& g, const Coefficients& c, const std::vector<int>& choice) {
   ModelCost m;
-  double max_other = 0;
   for (size_t k = 0; k < g.classes.size(); ++k) {
     const int s = choice[k];
     m.compute_seconds += c.compute[k][s];
@@ -168,13 +207,12 @@ ModelCost Evaluate(const StrategyGraph& g, const Coefficients& c, const std::vec
     m.comm_seconds += c.comm[k][s];
     m.reshard_seconds += c.reshard_linear[k][s];
     m.memory_bytes += c.fixed_bytes[k][s];
-    max_other = std::max(max_other, c.max_bytes[k][s]);
   }
   for (const EdgeGroup& eg : c.groups) {
     const int a = eg.a_of[choice[eg.from_cls]], b = eg.b_of[choice[eg.to_cls]];
     m.reshard_seconds += eg.cost[a * eg.nb + b];
   }
-  m.memory_bytes += max_other;
+  m.memory_bytes += LivePeak(c, choice);
   m.time_seconds =
       std::max(m.compute_seconds, m.memory_seconds) + m.comm_seconds + m.reshard_seconds;
   return m;
@@ -192,56 +230,76 @@ std::vector<int> LargestX(const StrategyGraph& g, const std::vector<std::vector<
 
 // The ILP's cost model kept up to date under one-class moves, for the
 // warm start: what a move of class k to strategy s would cost, in
-// O(edge groups at k), and the move itself.
+// O(edge groups at k + live sets), and the move itself.
 class MoveCoster {
  public:
   MoveCoster(const StrategyGraph& g, const Coefficients& c, std::vector<int> choice)
-      : c_(c), choice_(std::move(choice)), groups_at_(g.classes.size()) {
-    others_.insert(0.0);  // the peak of no class
+      : c_(c),
+        choice_(std::move(choice)),
+        groups_at_(g.classes.size()),
+        rows_at_(g.classes.size()),
+        row_sum_(c.live_rows.size(), 0.0),
+        stamp_(c.live_rows.size(), -1) {
     for (size_t i = 0; i < c.groups.size(); ++i) {
       groups_at_[c.groups[i].from_cls].push_back(static_cast<int>(i));
       groups_at_[c.groups[i].to_cls].push_back(static_cast<int>(i));
     }
+    for (size_t r = 0; r < c.live_rows.size(); ++r)
+      for (size_t e = 0; e < c.live_rows[r].cls.size(); ++e)
+        rows_at_[c.live_rows[r].cls[e]].push_back({static_cast<int>(r), static_cast<int>(e)});
     for (size_t k = 0; k < choice_.size(); ++k) {
       const int s = choice_[k];
       compute_ += c.compute[k][s];
       memory_ += c.memory[k][s];
       linear_ += c.comm[k][s] + c.reshard_linear[k][s];
       fixed_ += c.fixed_bytes[k][s];
-      others_.insert(c.max_bytes[k][s]);
+      for (auto [r, e] : rows_at_[k]) row_sum_[r] += c.live_rows[r].bytes[e][s];
     }
     for (const EdgeGroup& eg : c.groups) linear_ += GroupCost(eg, -1, 0);
   }
 
-  const std::vector<int>& choice() const { return choice_; }
-  double Time() const { return std::max(compute_, memory_) + linear_; }
-  double Bytes() const { return fixed_ + *others_.rbegin(); }
-  // Class k's largest value other than parameters and outputs at strategy s,
-  // and the largest of those over the classes as chosen.
-  double OtherBytes(int k, int s) const { return c_.max_bytes[k][s]; }
-  double Peak() const { return *others_.rbegin(); }
+  struct Cost {
+    double time = 0;
+    double bytes = 0;
+    int peak_rows = 0;  // live sets at the peak
+  };
 
-  // Time and bytes after moving class k to strategy s.
-  std::pair<double, double> IfMoved(int k, int s) const {
-    const int t = choice_[k];
-    const double compute = compute_ - c_.compute[k][t] + c_.compute[k][s];
-    const double memory = memory_ - c_.memory[k][t] + c_.memory[k][s];
-    double linear = linear_ - c_.comm[k][t] - c_.reshard_linear[k][t] + c_.comm[k][s] +
-                    c_.reshard_linear[k][s];
-    for (int i : groups_at_[k]) {
-      const EdgeGroup& eg = c_.groups[i];
-      linear += GroupCost(eg, k, s) - GroupCost(eg, -1, 0);
+  const std::vector<int>& choice() const { return choice_; }
+  Cost Now() const { return IfMoved(-1, 0); }
+
+  // The cost after moving class k (if >= 0) to strategy s.
+  Cost IfMoved(int k, int s) const {
+    double compute = compute_, memory = memory_, linear = linear_, fixed = fixed_;
+    if (k >= 0) {
+      const int t = choice_[k];
+      compute += c_.compute[k][s] - c_.compute[k][t];
+      memory += c_.memory[k][s] - c_.memory[k][t];
+      linear += c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
+      fixed += c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
+      for (int i : groups_at_[k]) {
+        const EdgeGroup& eg = c_.groups[i];
+        linear += GroupCost(eg, k, s) - GroupCost(eg, -1, 0);
+      }
     }
-    // The largest other value without class k's current one, then with s's.
-    double peak = c_.max_bytes[k][s];
-    auto top = others_.rbegin();
-    if (*top != c_.max_bytes[k][t] || others_.count(*top) > 1) {
-      peak = std::max(peak, *top);
-    } else if (others_.size() > 1) {
-      peak = std::max(peak, *std::next(top));
-    }
-    return {std::max(compute, memory) + linear, fixed_ - c_.fixed_bytes[k][t] +
-                                                    c_.fixed_bytes[k][s] + peak};
+    // The live sets class k is in change by its bytes' difference.
+    ++epoch_;
+    Cost cost;
+    double peak = 0;
+    auto take = [&](double v) {
+      if (v > peak) peak = v, cost.peak_rows = 1;
+      else if (v == peak && v > 0) ++cost.peak_rows;
+    };
+    if (k >= 0)
+      for (auto [r, e] : rows_at_[k]) {
+        const auto& bytes = c_.live_rows[r].bytes[e];
+        stamp_[r] = epoch_;
+        take(row_sum_[r] + bytes[s] - bytes[choice_[k]]);
+      }
+    for (size_t r = 0; r < row_sum_.size(); ++r)
+      if (stamp_[r] != epoch_) take(row_sum_[r]);
+    cost.time = std::max(compute, memory) + linear;
+    cost.bytes = fixed + peak;
+    return cost;
   }
 
   void Move(int k, int s) {
@@ -251,8 +309,8 @@ class MoveCoster {
     memory_ += c_.memory[k][s] - c_.memory[k][t];
     linear_ += c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
     fixed_ += c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
-    others_.erase(others_.find(c_.max_bytes[k][t]));
-    others_.insert(c_.max_bytes[k][s]);
+    for (auto [r, e] : rows_at_[k])
+      row_sum_[r] += c_.live_rows[r].bytes[e][s] - c_.live_rows[r].bytes[e][t];
     choice_[k] = s;
     for (int i : groups_at_[k]) linear_ += GroupCost(c_.groups[i], -1, 0);
   }
@@ -268,8 +326,11 @@ class MoveCoster {
   const Coefficients& c_;
   std::vector<int> choice_;
   std::vector<std::vector<int>> groups_at_;
+  std::vector<std::vector<std::pair<int, int>>> rows_at_;  // (live row, entry) per class
+  std::vector<double> row_sum_;
   double compute_ = 0, memory_ = 0, linear_ = 0, fixed_ = 0;
-  std::multiset<double> others_;
+  mutable std::vector<int64_t> stamp_;  // rows already taken in IfMoved
+  mutable int64_t epoch_ = 0;
 };
 
 // An integer plan near the LP optimum, for CBC to start from and to fall
@@ -290,26 +351,24 @@ std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
   MoveCoster mc(g, c, LargestX(g, x, lp));
   const double cap = cap_bytes > 0 ? cap_bytes : 1e300;
   // Memory first: the move that takes the most bytes off the total per
-  // second it adds. When no move lowers the total (other classes hold as
-  // large a value as the peak), one that lowers a peak holder's value does.
-  while (mc.Bytes() > cap && !out_of_time()) {
+  // second it adds. When no move lowers the total (several live sets are at
+  // the peak), one that takes a set off the peak without raising the total
+  // does: each move lowers the total or, keeping it, the sets at the peak.
+  for (MoveCoster::Cost now = mc.Now(); now.bytes > cap && !out_of_time(); now = mc.Now()) {
     double best_score = 0;
     bool best_lowers_total = false;
     int best_k = -1, best_s = 0;
     for (size_t k = 0; k < nc; ++k) {
       const int kk = static_cast<int>(k);
-      const bool holds_peak = mc.OtherBytes(kk, mc.choice()[k]) == mc.Peak();
       for (int s = 0; s < g.classes[k].num_strategies; ++s) {
         if (s == mc.choice()[k]) continue;
-        const auto [time, bytes] = mc.IfMoved(kk, s);
-        const bool lowers_total = bytes < mc.Bytes();
-        // (A peak holder's move must not raise the total: each move then
-        // lowers the total or, keeping it, the number of peak holders.)
-        const double gain = lowers_total                     ? mc.Bytes() - bytes
-                            : holds_peak && bytes == mc.Bytes() ? mc.Peak() - mc.OtherBytes(kk, s)
-                                                                : 0;
+        const MoveCoster::Cost after = mc.IfMoved(kk, s);
+        const bool lowers_total = after.bytes < now.bytes;
+        const double gain = lowers_total ? now.bytes - after.bytes
+                            : after.bytes == now.bytes ? now.peak_rows - after.peak_rows
+                                                       : 0;
         if (gain <= 0 || (best_lowers_total && !lowers_total)) continue;
-        const double score = gain / std::max(time - mc.Time(), 1e-12);
+        const double score = gain / std::max(after.time - now.time, 1e-12);
         if (score > best_score || (lowers_total && !best_lowers_total)) {
           best_score = score;
           best_lowers_total = lowers_total;
@@ -321,18 +380,20 @@ std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
     if (best_k < 0) return {};
     mc.Move(best_k, best_s);
   }
-  if (mc.Bytes() > cap) return {};
-  auto objective = [&](double time, double bytes) { return minimize_memory ? bytes : time; };
+  if (mc.Now().bytes > cap) return {};
+  auto objective = [&](const MoveCoster::Cost& c) {
+    return minimize_memory ? c.bytes : c.time;
+  };
   for (bool improved = true; improved && !out_of_time();) {
     improved = false;
     for (size_t k = 0; k < nc; ++k) {
-      double best = objective(mc.Time(), mc.Bytes());
+      double best = objective(mc.Now());
       int best_s = -1;
       for (int s = 0; s < g.classes[k].num_strategies; ++s) {
         if (s == mc.choice()[k]) continue;
-        const auto [time, bytes] = mc.IfMoved(static_cast<int>(k), s);
-        const double v = objective(time, bytes);
-        if (bytes <= cap && v < best * (1 - 1e-12)) best = v, best_s = s;
+        const MoveCoster::Cost after = mc.IfMoved(static_cast<int>(k), s);
+        if (after.bytes <= cap && objective(after) < best * (1 - 1e-12))
+          best = objective(after), best_s = s;
       }
       if (best_s >= 0) mc.Move(static_cast<int>(k), best_s), improved = true;
     }
@@ -342,21 +403,21 @@ std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
 
 // Every column's value for a choice of strategies (CBC takes an incumbent as
 // a whole solution): x and the chosen edge pairs at 1, T at the roofline, M
-// at the largest other value and the memory total.
+// at the largest live set's bytes and the memory total.
 std::vector<double> FullSolution(const StrategyGraph& g, const Coefficients& c,
                                  const std::vector<std::vector<int>>& x,
                                  const std::vector<int>& group_col, int t_col, int mem_col,
                                  int total_col, int ncols, const std::vector<int>& choice) {
   std::vector<double> v(ncols, 0.0);
-  double compute = 0, memory = 0, fixed = 0, other = 0;
+  double compute = 0, memory = 0, fixed = 0;
   for (size_t k = 0; k < g.classes.size(); ++k) {
     const int s = choice[k];
     v[x[k][s]] = 1;
     compute += c.compute[k][s];
     memory += c.memory[k][s];
     fixed += c.fixed_bytes[k][s];
-    other = std::max(other, c.max_bytes[k][s]);
   }
+  const double other = LivePeak(c, choice);
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const EdgeGroup& eg = c.groups[i];
     v[group_col[i] + eg.a_of[choice[eg.from_cls]] * eg.nb + eg.b_of[choice[eg.to_cls]]] = 1;
@@ -466,26 +527,25 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
           total.cols.push_back(x[k][s]);
           total.coefs.push_back(c.fixed_bytes[k][s] * kByteScale);
         }
-    // M is the largest other value; the total is fixed + M.
+    // M is the largest live set's bytes; the total is fixed + M.
     total_col = m.AddCol(0, 1e30, 0, false);
     total.cols.push_back(total_col);
     total.coefs.push_back(-1.0);
     total.lower = total.upper = 0;  // total_col = M + fixed
     m.rows.push_back(std::move(total));
-    for (size_t k = 0; k < nc; ++k) {
-      Row largest;  // M - max_bytes x >= 0
-      largest.cols.push_back(mem_col);
-      largest.coefs.push_back(1.0);
-      bool any = false;
-      for (int s = 0; s < g.classes[k].num_strategies; ++s)
-        if (c.max_bytes[k][s] != 0) {
-          largest.cols.push_back(x[k][s]);
-          largest.coefs.push_back(-c.max_bytes[k][s] * kByteScale);
-          any = true;
-        }
-      largest.lower = 0;
-      largest.upper = 1e30;
-      if (any) m.rows.push_back(std::move(largest));
+    for (const LiveRow& live : c.live_rows) {
+      Row row;  // M - sum over the live set of bytes x >= 0
+      row.cols.push_back(mem_col);
+      row.coefs.push_back(1.0);
+      for (size_t e = 0; e < live.cls.size(); ++e)
+        for (size_t s = 0; s < live.bytes[e].size(); ++s)
+          if (live.bytes[e][s] != 0) {
+            row.cols.push_back(x[live.cls[e]][s]);
+            row.coefs.push_back(-live.bytes[e][s] * kByteScale);
+          }
+      row.lower = 0;
+      row.upper = 1e30;
+      m.rows.push_back(std::move(row));
     }
     if (options.minimize_memory) {
       m.obj[mem_col] = 0;

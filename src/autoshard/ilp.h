@@ -7,7 +7,8 @@
 //                                                  sum_a e[a][b] = sum_{s: b(s)=b} x_q[s]
 //   T >= sum compute x,  T >= sum memory x         the objective's roofline
 //   minimise T + sum comm x + sum reshard e        = objective.cc's step time
-//   memory: params + outputs + M <= cap, M >= the largest other value (per class)
+//   memory: params + M <= cap, M >= the bytes of each live set
+//           (the other values live at one point of the program order)
 //
 // Edge variables are indexed by the distinct result sharding of the producer
 // (a) and read sharding of the consumer (b), not by strategy pairs; with the
@@ -49,7 +50,7 @@ struct ModelCost {
   double memory_seconds = 0;
   double comm_seconds = 0;     // partial-sum all-reduces
   double reshard_seconds = 0;  // edges
-  double memory_bytes = 0;     // params + outputs + the largest other value
+  double memory_bytes = 0;     // params + the largest live set's values
 };
 
 struct IlpResult {

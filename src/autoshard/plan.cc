@@ -135,8 +135,9 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   ilp.relax = options.relax;
   ilp.time_limit_seconds = options.time_limit_seconds;
   ilp.memory_limit_bytes = machine.memory_limit_bytes;
-  // The ILP counts parameters, outputs and the largest other value, less
-  // than the evaluated peak: when the plan's real peak breaks the cap, the
+  // The ILP counts the values live at once in the unpartitioned program's
+  // order; the partitioned program adds collectives' buffers, and views and
+  // free sources count nothing: when the plan's real peak breaks the cap, the
   // ILP's cap becomes that plan's estimate less the overshoot, and it solves
   // again (a few times). The plan that stands is the best evaluated over
   // all solves. "The plan's real peak" is that of the lowering stating the

@@ -253,6 +253,7 @@ class Builder {
       }
     }
     AddOutputSinks(*entry);
+    AddLiveSets(*entry);
     for (const auto& c : graph_.classes) graph_.strategies += c.num_strategies;
     return std::move(graph_);
   }
@@ -311,6 +312,51 @@ class Builder {
     ++graph_.followers;
     Add(std::move(node), /*link=*/false);
     return true;
+  }
+
+  // The memory estimate's live sets (StrategyGraph::live_sets), from the
+  // cost model's buffer ranges over the entry's program order.
+  void AddLiveSets(const Computation& entry) {
+    const auto& instrs = entry.instructions();
+    const int64_t n = static_cast<int64_t>(instrs.size());
+    const BufferLiveness live = ComputeBufferLiveness(entry, /*is_entry=*/true);
+    std::vector<LiveValue> value_at(n);  // buffers the estimate counts
+    std::vector<bool> counted(n, false), dies_at(n, false);
+    if (n > 0) dies_at[n - 1] = true;  // the outputs, all live at the end
+    for (int64_t k = 0; k < n; ++k) {
+      const Instruction* instr = instrs[k].get();
+      if (!live.owns[k]) continue;
+      if (live.end[k] < n) dies_at[live.end[k]] = true;
+      if (instr->opcode() == Opcode::kParameter) continue;  // counted once, throughout
+      if (auto it = graph_.node_of.find(instr); it != graph_.node_of.end()) {
+        value_at[k] = {it->second, -1};
+        counted[k] = true;
+      } else if (free_.count(instr)) {
+        // Built as its first reader with a node reads it.
+        for (const Instruction* user : instr->users()) {
+          auto u = graph_.node_of.find(user);
+          if (u == graph_.node_of.end() || graph_.nodes[u->second].sink) continue;
+          for (int o = 0; o < user->operand_count(); ++o)
+            if (user->operand(o) == instr) value_at[k] = {u->second, o};
+          counted[k] = true;
+          break;
+        }
+      }
+    }
+    // The live set can only be largest just before a buffer dies (or at the
+    // end): between deaths it only grows.
+    std::vector<int64_t> active;  // counted buffers live at t
+    for (int64_t t = 0; t < n; ++t) {
+      if (counted[t]) active.push_back(t);
+      if (!dies_at[t]) continue;
+      std::vector<LiveValue> set;
+      for (int64_t k : active) set.push_back(value_at[k]);
+      if (!set.empty() && (graph_.live_sets.empty() || graph_.live_sets.back() != set))
+        graph_.live_sets.push_back(std::move(set));
+      active.erase(std::remove_if(active.begin(), active.end(),
+                                  [&](int64_t k) { return live.end[k] == t; }),
+                   active.end());
+    }
   }
 
   // The entry outputs are read once more, by the caller: an updated copy of

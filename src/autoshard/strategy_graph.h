@@ -71,6 +71,15 @@ struct GraphEdge {
   int operand = 0;  // operand index of the consumer
 };
 
+// A value of the memory estimate: node `node`'s result, or (operand >= 0)
+// the free source it reads as that operand, in the sharding it reads it.
+struct LiveValue {
+  int node = -1;
+  int operand = -1;
+  bool operator==(const LiveValue& o) const { return node == o.node && operand == o.operand; }
+  bool operator!=(const LiveValue& o) const { return !(*this == o); }
+};
+
 struct StrategyGraph {
   const Mesh* mesh = nullptr;
   std::vector<GraphNode> nodes;
@@ -85,6 +94,13 @@ struct StrategyGraph {
   int64_t strategies = 0;  // sum over classes
   // Entry outputs (root operands) with a node, for the memory estimate.
   std::vector<int> outputs;
+  // The memory estimate's other term: per program point where a buffer dies
+  // and at the end (the only points where the live set can be largest), the
+  // values live there, in the cost model's ranges (ComputeBufferLiveness).
+  // Entry parameters are left out: they live throughout and are counted
+  // once. Views own no buffer; free sources count as their first reader
+  // with a node reads them.
+  std::vector<std::vector<LiveValue>> live_sets;
 };
 
 struct StrategyGraphOptions {

@@ -106,6 +106,13 @@ std::string Bytes(double b) {
   return buf;
 }
 
+// The evaluated peak over the ILP's memory estimate (0 without an estimate).
+double MemoryRatio(const Evaluation& e, const autoshard::ModelCost& estimate) {
+  return estimate.memory_bytes > 0
+             ? static_cast<double>(e.peak_memory_bytes) / estimate.memory_bytes
+             : 0.0;
+}
+
 std::string CollectiveSummary(const Evaluation& e) {
   if (e.collectives_by_kind.empty()) return "none";
   std::string s;
@@ -251,17 +258,21 @@ void PrintExact(std::ostream& os, const std::string& name, const autoshard::Exac
                 (long long)x.free_sources, (long long)x.opaque, (long long)x.classes,
                 (long long)x.strategies, (long long)x.edges, x.build_seconds);
   os << buf;
+  // Under an infeasible cap the ILP reported minimised the memory estimate:
+  // its objective and bound are bytes.
+  auto objective = [&](double v) { return x.infeasible ? Bytes(v) : Micros(v); };
   std::snprintf(buf, sizeof(buf),
                 "%s: %s%s, objective %s, bound %s, gap %.2f%%; %lld strategy + %lld edge "
                 "variables (%lld edge groups), %lld constraints, %d solve%s, %.2f s\n",
                 name == "lp" ? "lp (CLP relaxation)" : "ilp (CBC)",
                 autoshard::IlpStatusName(x.ilp.status),
                 name != "ilp"           ? ""
+                : x.infeasible          ? " (no plan fits the cap: the memory estimate minimised)"
                 : x.ilp.lp_integral     ? " (the LP optimum is integral)"
                 : x.ilp.from_warm_start ? " (the warm start: the LP optimum rounded, improved)"
                                         : "",
-                Micros(x.ilp.objective_seconds).c_str(),
-                Micros(x.ilp.bound_seconds).c_str(), x.ilp.gap * 100,
+                objective(x.ilp.objective_seconds).c_str(),
+                objective(x.ilp.bound_seconds).c_str(), x.ilp.gap * 100,
                 (long long)x.ilp.strategy_variables, (long long)x.ilp.edge_variables,
                 (long long)x.ilp.edge_groups, (long long)x.ilp.constraints, x.solves,
                 x.solves == 1 ? "" : "s", x.ilp.seconds);
@@ -280,8 +291,8 @@ int ReportInfeasible(const AutoshardFlags& flags, const autoshard::ExactResult& 
   std::string msg = "no plan fits in " +
                     Bytes(static_cast<double>(flags.machine.memory_limit_bytes)) +
                     " per device; the smallest the ILP finds needs " +
-                    Bytes(x.ilp.cost.memory_bytes) + " (its estimate: parameters, outputs and "
-                    "the largest other value)";
+                    Bytes(x.ilp.cost.memory_bytes) + " (its estimate: parameters and the "
+                    "values live at once in program order)";
   if (x.eval.ok) msg += ", " + Bytes(static_cast<double>(x.eval.peak_memory_bytes)) +
                         " peak when partitioned";
   return ReportError(Status::Error(msg));
@@ -597,18 +608,26 @@ int RunAutoshard(AutoshardFlags flags) {
   os << "\n\n";
   os << "initial: " << EvalLine(r.initial_eval) << "\n";
   if (exact && r.initial_eval.ok && x.initial_estimate.time_seconds > 0) {
-    char buf[160];
-    std::snprintf(buf, sizeof(buf), "         ILP estimate %s: evaluated / estimate = %.3f\n",
+    char buf[200];
+    std::snprintf(buf, sizeof(buf),
+                  "         ILP estimate %s: evaluated / estimate = %.3f; memory %s: %.3f\n",
                   Micros(x.initial_estimate.time_seconds).c_str(),
-                  r.initial_eval.time_seconds / x.initial_estimate.time_seconds);
+                  r.initial_eval.time_seconds / x.initial_estimate.time_seconds,
+                  Bytes(x.initial_estimate.memory_bytes).c_str(),
+                  MemoryRatio(r.initial_eval, x.initial_estimate));
     os << buf;
   }
   os << "best:    " << EvalLine(r.best_eval) << "\n";
   if (exact && r.best_eval.ok && x.ilp.objective_seconds > 0 && !x.infeasible) {
-    char buf[160];
-    std::snprintf(buf, sizeof(buf), "ILP estimate %s, evaluated %s: evaluated / estimate = %.3f\n",
+    char buf[240];
+    std::snprintf(buf, sizeof(buf),
+                  "ILP estimate %s, evaluated %s: evaluated / estimate = %.3f; memory %s, "
+                  "evaluated %s: %.3f\n",
                   Micros(x.ilp.objective_seconds).c_str(), Micros(r.best_eval.time_seconds).c_str(),
-                  r.best_eval.time_seconds / x.ilp.objective_seconds);
+                  r.best_eval.time_seconds / x.ilp.objective_seconds,
+                  Bytes(x.ilp.cost.memory_bytes).c_str(),
+                  Bytes(static_cast<double>(r.best_eval.peak_memory_bytes)).c_str(),
+                  MemoryRatio(r.best_eval, x.ilp.cost));
     os << buf;
   }
   if (bound) {

@@ -254,6 +254,58 @@ std::string MeshAxesOfPairs(const Mesh& mesh,
 
 namespace {
 
+}  // namespace
+
+BufferLiveness ComputeBufferLiveness(const Computation& comp, bool is_entry) {
+  const auto& instrs = comp.instructions();
+  const int64_t n = static_cast<int64_t>(instrs.size());
+  BufferLiveness live;
+  live.owns.assign(n, false);
+  live.start.assign(n, 0);
+  live.end.assign(n, -1);
+  std::unordered_map<const Instruction*, int64_t> index;
+  for (int64_t k = 0; k < n; ++k) index[instrs[k].get()] = k;
+  // Buffers each value refers to (views forward their operands').
+  std::unordered_map<const Instruction*, std::vector<const Instruction*>> sources;
+  for (int64_t k = 0; k < n; ++k) {
+    const Instruction* i = instrs[k].get();
+    const Opcode op = i->opcode();
+    auto& src = sources[i];
+    if (op == Opcode::kTuple) {
+      for (const Instruction* o : i->operands())
+        src.insert(src.end(), sources[o].begin(), sources[o].end());
+    } else if (op == Opcode::kGetTupleElement) {
+      const Instruction* t = i->operand(0);
+      if (t->opcode() == Opcode::kTuple && i->attrs().tuple_index < t->operand_count())
+        src = sources[t->operand(i->attrs().tuple_index)];
+      else
+        src = sources[t];
+    } else if ((IsView(op) || IsP2PView(op)) && i->operand_count() > 0) {
+      src = sources[i->operand(0)];
+    } else {
+      src = {i};
+      live.owns[k] = true;
+      live.start[k] = (op == Opcode::kParameter) ? 0 : k;
+      live.end[k] = (op == Opcode::kParameter && is_entry) ? n : k;
+    }
+  }
+  auto extend = [&](const Instruction* v, int64_t until) {
+    for (const Instruction* s : sources[v]) {
+      int64_t si = index[s];
+      live.end[si] = std::max(live.end[si], until);
+    }
+  };
+  for (int64_t k = 0; k < n; ++k)
+    for (const Instruction* o : instrs[k]->operands()) extend(o, k);
+  if (comp.root()) {
+    extend(comp.root(), n);
+    for (const Instruction* s : sources[comp.root()]) live.root_buffers.push_back(index[s]);
+  }
+  return live;
+}
+
+namespace {
+
 struct Partial {
   double flops = 0, bytes_read = 0, bytes_written = 0;
   std::vector<CollectiveCost> collectives;
@@ -342,32 +394,15 @@ class CostWalker {
     }
     const auto& instrs = comp->instructions();
     const int64_t n = static_cast<int64_t>(instrs.size());
-    std::unordered_map<const Instruction*, int64_t> index;
-    for (int64_t k = 0; k < n; ++k) index[instrs[k].get()] = k;
-    // Buffers each value refers to (views forward their operands').
-    std::unordered_map<const Instruction*, std::vector<const Instruction*>> sources;
-    std::vector<int64_t> size(n, 0), start(n, 0), end(n, -1), transient(n, 0);
+    const BufferLiveness ranges = ComputeBufferLiveness(*comp, is_entry);
+    const std::vector<int64_t>& start = ranges.start;
+    const std::vector<int64_t>& end = ranges.end;
+    std::vector<int64_t> size(n, 0), transient(n, 0);
     for (int64_t k = 0; k < n; ++k) {
       const Instruction* i = instrs[k].get();
       const Opcode op = i->opcode();
-      auto& src = sources[i];
-      if (op == Opcode::kTuple) {
-        for (const Instruction* o : i->operands())
-          src.insert(src.end(), sources[o].begin(), sources[o].end());
-      } else if (op == Opcode::kGetTupleElement) {
-        const Instruction* t = i->operand(0);
-        if (t->opcode() == Opcode::kTuple && i->attrs().tuple_index < t->operand_count())
-          src = sources[t->operand(i->attrs().tuple_index)];
-        else
-          src = sources[t];
-      } else if ((IsView(op) || IsP2PView(op)) && i->operand_count() > 0) {
-        src = sources[i->operand(0)];
-      } else {
-        src = {i};
-        if (op != Opcode::kParameter || is_entry) size[k] = i->shape().ByteSize();
-        start[k] = (op == Opcode::kParameter) ? 0 : k;
-        end[k] = (op == Opcode::kParameter && is_entry) ? n : k;
-      }
+      if (ranges.owns[k] && (op != Opcode::kParameter || is_entry))
+        size[k] = i->shape().ByteSize();
       if (IsControl(op)) {
         int64_t t = 0;
         for (const Computation* c : i->called_computations())
@@ -375,15 +410,6 @@ class CostWalker {
         transient[k] = t;
       }
     }
-    auto extend = [&](const Instruction* v, int64_t until) {
-      for (const Instruction* s : sources[v]) {
-        int64_t si = index[s];
-        end[si] = std::max(end[si], until);
-      }
-    };
-    for (int64_t k = 0; k < n; ++k)
-      for (const Instruction* o : instrs[k]->operands()) extend(o, k);
-    if (comp->root()) extend(comp->root(), n);
     std::vector<int64_t> delta(n + 2, 0);
     for (int64_t k = 0; k < n; ++k) {
       if (size[k] == 0) continue;
@@ -402,8 +428,7 @@ class CostWalker {
       // The buffers the root returns (a parameter returned as is stays a
       // parameter).
       std::unordered_set<const Instruction*> outputs;
-      if (comp->root())
-        for (const Instruction* s : sources[comp->root()]) outputs.insert(s);
+      for (int64_t k : ranges.root_buffers) outputs.insert(instrs[k].get());
       for (int64_t k = 0; k < n; ++k) {
         if (size[k] == 0 || start[k] > peak_at || end[k] < peak_at) continue;
         const Instruction* i = instrs[k].get();

@@ -97,4 +97,18 @@ std::string MeshAxesOfPairs(const Mesh& mesh,
 
 ModuleCost ComputeModuleCost(const Module& module, const CostOptions& options = {});
 
+// When each buffer of a computation is live, in positions of its
+// instruction list (inclusive): from its definition (parameters: 0) to its
+// last read, through views, tuples and get-tuple-elements; the buffers the
+// root returns, and an entry's parameters, to the end (the list's size).
+// The cost model's peak is the largest sum of live sizes over positions;
+// the exact planner estimates memory from the same ranges.
+struct BufferLiveness {
+  std::vector<bool> owns;      // per instruction: it defines a buffer (not a view)
+  std::vector<int64_t> start;  // per instruction that owns one
+  std::vector<int64_t> end;
+  std::vector<int64_t> root_buffers;  // instruction indices
+};
+BufferLiveness ComputeBufferLiveness(const Computation& comp, bool is_entry);
+
 }  // namespace meshsplit
