@@ -9,6 +9,7 @@
 #include <map>
 #include <tuple>
 
+#include <coin/CbcHeuristicDiveCoefficient.hpp>
 #include <coin/CbcModel.hpp>
 #include <coin/ClpSimplex.hpp>
 #include <coin/OsiClpSolverInterface.hpp>
@@ -664,19 +665,33 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
           FullSolution(g, c, x, group_col, t_col, mem_col, total_col, ncols, warm);
       mip.setBestSolution(full.data(), ncols, warm_objective, true);
     }
+    // A diving heuristic: on examples/gpt2 (data=2,model=4, 9MiB, 10 s)
+    // it finds a 237.9 us plan where CBC alone keeps the warm start's
+    // 256.4 us; rounding, feasibility pump, RINS, RENS and local search
+    // found nothing more there.
+    CbcHeuristicDiveCoefficient dive(mip);
+    mip.addHeuristic(&dive);
     mip.branchAndBound();
     const double* best = mip.bestSolution();
     const double cbc_bound = std::max(bound, mip.getBestPossibleObjValue());
     const bool proven = mip.isProvenOptimal();
     sol.clear();
-    const bool better = best != nullptr &&
-                        (warm.empty() || mip.getObjValue() < warm_objective * (1 - 1e-9));
-    if (better) sol.assign(best, best + ncols);
+    // CBC's objective of its incumbent is not kept when the incumbent came
+    // from setBestSolution or a heuristic's sub-problem (getObjValue says
+    // 1e50): price its choice instead.
+    double cbc_objective = 0;
+    if (best != nullptr) {
+      sol.assign(best, best + ncols);
+      cbc_objective = scaled(Evaluate(g, c, LargestX(g, x, sol)));
+    }
+    const bool better =
+        best != nullptr && (warm.empty() || cbc_objective < warm_objective * (1 - 1e-9));
+    if (!better) sol.clear();
     if (mip.isProvenInfeasible() && warm.empty()) {
       r.status = IlpStatus::kInfeasible;
     } else if (better) {
       r.status = proven ? IlpStatus::kOptimal : IlpStatus::kTimeLimit;
-      objective = mip.getObjValue();
+      objective = cbc_objective;
       bound = std::min(objective, cbc_bound);
     } else if (!warm.empty()) {
       take_warm(proven ? IlpStatus::kOptimal : IlpStatus::kTimeLimit, cbc_bound);
