@@ -97,32 +97,40 @@ Coefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
       if (param) c.fixed_bytes[node.cls][s] += static_cast<double>(st.result_bytes);
     }
   }
-  for (const std::vector<LiveValue>& set : g.live_sets) {
-    std::map<int, std::vector<double>> by_class;
-    for (const LiveValue& v : set) {
-      const GraphNode& node = g.nodes[v.node];
-      auto& bytes = by_class[node.cls];
-      bytes.resize(node.strategies.size(), 0.0);
-      for (size_t s = 0; s < node.strategies.size(); ++s) {
-        const NodeStrategy& st = node.strategies[s];
-        if (v.operand < 0) {
-          bytes[s] += static_cast<double>(st.result_bytes);
-        } else {
-          const Shape& shape = node.instr->operand(v.operand)->shape();
-          const DimsMapping& m = st.operands[v.operand];
-          bytes[s] += static_cast<double>(
-              static_cast<int64_t>(m.size()) == shape.rank()
-                  ? LocalBytes(shape, m, *g.mesh)
-                  : shape.ByteSize());
-        }
+  // Each value's local bytes per strategy, once (values recur in many sets).
+  std::map<std::pair<int, int>, std::vector<double>> bytes_of;
+  auto value_bytes = [&](const LiveValue& v) -> const std::vector<double>& {
+    auto [it, inserted] = bytes_of.try_emplace({v.node, v.operand});
+    if (!inserted) return it->second;
+    const GraphNode& node = g.nodes[v.node];
+    for (const NodeStrategy& st : node.strategies) {
+      if (v.operand < 0) {
+        it->second.push_back(static_cast<double>(st.result_bytes));
+        continue;
       }
+      const Shape& shape = node.instr->operand(v.operand)->shape();
+      const DimsMapping& m = st.operands[v.operand];
+      it->second.push_back(static_cast<double>(static_cast<int64_t>(m.size()) == shape.rank()
+                                                   ? LocalBytes(shape, m, *g.mesh)
+                                                   : shape.ByteSize()));
     }
+    return it->second;
+  };
+  std::vector<int> entry_of(nc, -1);  // class -> its entry in the row being built
+  for (const std::vector<LiveValue>& set : g.live_sets) {
     LiveRow row;
-    for (auto& [cls, bytes] : by_class) {
-      if (std::all_of(bytes.begin(), bytes.end(), [](double b) { return b == 0; })) continue;
-      row.cls.push_back(cls);
-      row.bytes.push_back(std::move(bytes));
+    for (const LiveValue& v : set) {
+      const int cls = g.nodes[v.node].cls;
+      const std::vector<double>& bytes = value_bytes(v);
+      if (entry_of[cls] < 0) {
+        entry_of[cls] = static_cast<int>(row.cls.size());
+        row.cls.push_back(cls);
+        row.bytes.emplace_back(bytes.size(), 0.0);
+      }
+      std::vector<double>& sum = row.bytes[entry_of[cls]];
+      for (size_t s = 0; s < bytes.size(); ++s) sum[s] += bytes[s];
     }
+    for (int cls : row.cls) entry_of[cls] = -1;
     if (!row.cls.empty()) c.live_rows.push_back(std::move(row));
   }
   std::map<std::tuple<int, int, std::vector<int>, std::vector<int>>, size_t> group_of;
