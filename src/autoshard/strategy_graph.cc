@@ -320,6 +320,8 @@ class Builder {
     const auto& instrs = entry.instructions();
     const int64_t n = static_cast<int64_t>(instrs.size());
     const BufferLiveness live = ComputeBufferLiveness(entry, /*is_entry=*/true);
+    std::map<const Instruction*, int64_t> position;
+    for (int64_t k = 0; k < n; ++k) position[instrs[k].get()] = k;
     std::vector<LiveValue> value_at(n);  // buffers the estimate counts
     std::vector<bool> counted(n, false), dies_at(n, false);
     if (n > 0) dies_at[n - 1] = true;  // the outputs, all live at the end
@@ -332,14 +334,17 @@ class Builder {
         value_at[k] = {it->second, -1};
         counted[k] = true;
       } else if (free_.count(instr)) {
-        // Built as its first reader with a node reads it.
+        // Built as its first reader with a node (in program order) reads it.
+        int64_t first = n;
         for (const Instruction* user : instr->users()) {
           auto u = graph_.node_of.find(user);
           if (u == graph_.node_of.end() || graph_.nodes[u->second].sink) continue;
+          const int64_t at = position.at(user);
+          if (at >= first) continue;
+          first = at;
           for (int o = 0; o < user->operand_count(); ++o)
             if (user->operand(o) == instr) value_at[k] = {u->second, o};
           counted[k] = true;
-          break;
         }
       }
     }

@@ -252,10 +252,6 @@ std::string MeshAxesOfPairs(const Mesh& mesh,
   return out;
 }
 
-namespace {
-
-}  // namespace
-
 BufferLiveness ComputeBufferLiveness(const Computation& comp, bool is_entry) {
   const auto& instrs = comp.instructions();
   const int64_t n = static_cast<int64_t>(instrs.size());
