@@ -17,6 +17,11 @@
 // whose producer or consumer has one sharding become linear costs; edges
 // inside one linked class are costs on its diagonal; edges between the same
 // two classes with the same index maps are summed into one.
+//
+// Solving: CLP's dual simplex first; an integral LP optimum is the answer.
+// Otherwise a warm start (the LP optimum rounded, brought under the cap and
+// improved by single-class moves) is CBC's first incumbent, and CBC's branch
+// and bound starts from the solved LP.
 #pragma once
 
 #include <cstdint>
