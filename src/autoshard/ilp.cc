@@ -15,30 +15,27 @@
 #include <coin/OsiClpSolverInterface.hpp>
 
 namespace meshsplit::autoshard {
-namespace {
 
-// Objective in microseconds and memory in MiB keep CBC's tolerances sane.
-constexpr double kTimeScale = 1e6;
-constexpr double kByteScale = 1.0 / (1024.0 * 1024.0);
+// The ILP's coefficients per class and strategy (ilp.h), from the strategy
+// graph and the machine.
+struct IlpCoefficients {
+  // Edges between two classes whose producer result (a) and consumer read (b)
+  // shardings vary: cost[a][b], summed over the edges merged into the group.
+  struct EdgeGroup {
+    int from_cls = 0, to_cls = 0;
+    std::vector<int> a_of;  // per producer strategy
+    std::vector<int> b_of;  // per consumer strategy
+    int na = 0, nb = 0;
+    std::vector<double> cost;  // na * nb
+  };
 
-// Edges between two classes whose producer result (a) and consumer read (b)
-// shardings vary: cost[a][b], summed over the edges merged into the group.
-struct EdgeGroup {
-  int from_cls = 0, to_cls = 0;
-  std::vector<int> a_of;  // per producer strategy
-  std::vector<int> b_of;  // per consumer strategy
-  int na = 0, nb = 0;
-  std::vector<double> cost;  // na * nb
-};
+  // One live set of the memory estimate (StrategyGraph::live_sets): the
+  // classes with a value in it and, per strategy, the bytes they add there.
+  struct LiveRow {
+    std::vector<int> cls;
+    std::vector<std::vector<double>> bytes;  // per entry of cls, per strategy
+  };
 
-// One live set of the memory estimate (StrategyGraph::live_sets): the
-// classes with a value in it and, per strategy, the bytes they add there.
-struct LiveRow {
-  std::vector<int> cls;
-  std::vector<std::vector<double>> bytes;  // per entry of cls, per strategy
-};
-
-struct Coefficients {
   std::vector<std::vector<double>> compute, memory, comm;  // per class, strategy
   std::vector<std::vector<double>> reshard_linear;          // edges folded into x
   std::vector<EdgeGroup> groups;
@@ -48,8 +45,17 @@ struct Coefficients {
   std::vector<LiveRow> live_rows;
 };
 
+namespace {
+
+using EdgeGroup = IlpCoefficients::EdgeGroup;
+using LiveRow = IlpCoefficients::LiveRow;
+
+// Objective in microseconds and memory in MiB keep CBC's tolerances sane.
+constexpr double kTimeScale = 1e6;
+constexpr double kByteScale = 1.0 / (1024.0 * 1024.0);
+
 // The memory estimate's other term: the largest live set's bytes.
-double LivePeak(const Coefficients& c, const std::vector<int>& choice) {
+double LivePeak(const IlpCoefficients& c, const std::vector<int>& choice) {
   double peak = 0;
   for (const LiveRow& row : c.live_rows) {
     double sum = 0;
@@ -71,8 +77,8 @@ std::vector<int> IndexDistinct(const std::vector<DimsMapping>& maps,
   return idx;
 }
 
-Coefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
-  Coefficients c;
+IlpCoefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
+  IlpCoefficients c;
   const size_t nc = g.classes.size();
   auto zeros = [&] {
     std::vector<std::vector<double>> v(nc);
@@ -207,7 +213,10 @@ struct Model {
   }
 };
 
-ModelCost Evaluate(const StrategyGraph& g, const Coefficients& c, const std::vector<int>& choice) {
+// The cost of `choice`; `live_peak`, if given, gets the largest live set's
+// bytes (the memory estimate less the parameters).
+ModelCost Evaluate(const StrategyGraph& g, const IlpCoefficients& c, const std::vector<int>& choice,
+                   double* live_peak = nullptr) {
   ModelCost m;
   for (size_t k = 0; k < g.classes.size(); ++k) {
     const int s = choice[k];
@@ -221,7 +230,9 @@ ModelCost Evaluate(const StrategyGraph& g, const Coefficients& c, const std::vec
     const int a = eg.a_of[choice[eg.from_cls]], b = eg.b_of[choice[eg.to_cls]];
     m.reshard_seconds += eg.cost[a * eg.nb + b];
   }
-  m.memory_bytes += LivePeak(c, choice);
+  const double peak = LivePeak(c, choice);
+  m.memory_bytes += peak;
+  if (live_peak != nullptr) *live_peak = peak;
   m.time_seconds =
       std::max(m.compute_seconds, m.memory_seconds) + m.comm_seconds + m.reshard_seconds;
   return m;
@@ -242,7 +253,7 @@ std::vector<int> LargestX(const StrategyGraph& g, const std::vector<std::vector<
 // O(edge groups at k + live sets), and the move itself.
 class MoveCoster {
  public:
-  MoveCoster(const StrategyGraph& g, const Coefficients& c, std::vector<int> choice)
+  MoveCoster(const StrategyGraph& g, const IlpCoefficients& c, std::vector<int> choice)
       : c_(c),
         choice_(std::move(choice)),
         groups_at_(g.classes.size()),
@@ -258,13 +269,13 @@ class MoveCoster {
         rows_at_[c.live_rows[r].cls[e]].push_back({static_cast<int>(r), static_cast<int>(e)});
     for (size_t k = 0; k < choice_.size(); ++k) {
       const int s = choice_[k];
-      compute_ += c.compute[k][s];
-      memory_ += c.memory[k][s];
-      linear_ += c.comm[k][s] + c.reshard_linear[k][s];
-      fixed_ += c.fixed_bytes[k][s];
+      sums_.compute += c.compute[k][s];
+      sums_.memory += c.memory[k][s];
+      sums_.linear += c.comm[k][s] + c.reshard_linear[k][s];
+      sums_.fixed += c.fixed_bytes[k][s];
       for (auto [r, e] : rows_at_[k]) row_sum_[r] += c.live_rows[r].bytes[e][s];
     }
-    for (const EdgeGroup& eg : c.groups) linear_ += GroupCost(eg, -1, 0);
+    for (const EdgeGroup& eg : c.groups) sums_.linear += GroupCost(eg, -1, 0);
   }
 
   struct Cost {
@@ -278,18 +289,8 @@ class MoveCoster {
 
   // The cost after moving class k (if >= 0) to strategy s.
   Cost IfMoved(int k, int s) const {
-    double compute = compute_, memory = memory_, linear = linear_, fixed = fixed_;
-    if (k >= 0) {
-      const int t = choice_[k];
-      compute += c_.compute[k][s] - c_.compute[k][t];
-      memory += c_.memory[k][s] - c_.memory[k][t];
-      linear += c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
-      fixed += c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
-      for (int i : groups_at_[k]) {
-        const EdgeGroup& eg = c_.groups[i];
-        linear += GroupCost(eg, k, s) - GroupCost(eg, -1, 0);
-      }
-    }
+    Sums sums = sums_;
+    if (k >= 0) sums.Add(Delta(k, s));
     // The live sets class k is in change by its bytes' difference.
     ++epoch_;
     Cost cost;
@@ -306,25 +307,47 @@ class MoveCoster {
       }
     for (size_t r = 0; r < row_sum_.size(); ++r)
       if (stamp_[r] != epoch_) take(row_sum_[r]);
-    cost.time = std::max(compute, memory) + linear;
-    cost.bytes = fixed + peak;
+    cost.time = std::max(sums.compute, sums.memory) + sums.linear;
+    cost.bytes = sums.fixed + peak;
     return cost;
   }
 
   void Move(int k, int s) {
     const int t = choice_[k];
-    for (int i : groups_at_[k]) linear_ -= GroupCost(c_.groups[i], -1, 0);
-    compute_ += c_.compute[k][s] - c_.compute[k][t];
-    memory_ += c_.memory[k][s] - c_.memory[k][t];
-    linear_ += c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
-    fixed_ += c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
+    sums_.Add(Delta(k, s));
     for (auto [r, e] : rows_at_[k])
       row_sum_[r] += c_.live_rows[r].bytes[e][s] - c_.live_rows[r].bytes[e][t];
     choice_[k] = s;
-    for (int i : groups_at_[k]) linear_ += GroupCost(c_.groups[i], -1, 0);
   }
 
  private:
+  // The roofline's two sums, the linear terms (comm, reshard) and the
+  // parameters' bytes of the current choice, or the change a move makes.
+  struct Sums {
+    double compute = 0, memory = 0, linear = 0, fixed = 0;
+    void Add(const Sums& d) {
+      compute += d.compute;
+      memory += d.memory;
+      linear += d.linear;
+      fixed += d.fixed;
+    }
+  };
+
+  // What moving class k from its strategy to s changes in the sums.
+  Sums Delta(int k, int s) const {
+    const int t = choice_[k];
+    Sums d;
+    d.compute = c_.compute[k][s] - c_.compute[k][t];
+    d.memory = c_.memory[k][s] - c_.memory[k][t];
+    d.linear = c_.comm[k][s] + c_.reshard_linear[k][s] - c_.comm[k][t] - c_.reshard_linear[k][t];
+    d.fixed = c_.fixed_bytes[k][s] - c_.fixed_bytes[k][t];
+    for (int i : groups_at_[k]) {
+      const EdgeGroup& eg = c_.groups[i];
+      d.linear += GroupCost(eg, k, s) - GroupCost(eg, -1, 0);
+    }
+    return d;
+  }
+
   // A group's cost with class k (if >= 0) at strategy s, the rest as chosen.
   double GroupCost(const EdgeGroup& eg, int k, int s) const {
     const int from = eg.from_cls == k ? s : choice_[eg.from_cls];
@@ -332,12 +355,12 @@ class MoveCoster {
     return eg.cost[eg.a_of[from] * eg.nb + eg.b_of[to]];
   }
 
-  const Coefficients& c_;
+  const IlpCoefficients& c_;
   std::vector<int> choice_;
   std::vector<std::vector<int>> groups_at_;
   std::vector<std::vector<std::pair<int, int>>> rows_at_;  // (live row, entry) per class
   std::vector<double> row_sum_;
-  double compute_ = 0, memory_ = 0, linear_ = 0, fixed_ = 0;
+  Sums sums_;
   mutable std::vector<int64_t> stamp_;  // rows already taken in IfMoved
   mutable int64_t epoch_ = 0;
 };
@@ -348,7 +371,7 @@ class MoveCoster {
 // cap, then single-class moves that lower the objective and keep the cap
 // are taken until none is left (or `seconds` pass). Empty when the cap is
 // not met.
-std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
+std::vector<int> RoundAndImprove(const StrategyGraph& g, const IlpCoefficients& c,
                                  const std::vector<std::vector<int>>& x,
                                  const std::vector<double>& lp, double cap_bytes,
                                  bool minimize_memory, double seconds) {
@@ -412,28 +435,22 @@ std::vector<int> RoundAndImprove(const StrategyGraph& g, const Coefficients& c,
 
 // Every column's value for a choice of strategies (CBC takes an incumbent as
 // a whole solution): x and the chosen edge pairs at 1, T at the roofline, M
-// at the largest live set's bytes and the memory total.
-std::vector<double> FullSolution(const StrategyGraph& g, const Coefficients& c,
+// at the largest live set's bytes and the memory total. `cost` and
+// `live_peak` are Evaluate's for `choice`.
+std::vector<double> FullSolution(const StrategyGraph& g, const IlpCoefficients& c,
                                  const std::vector<std::vector<int>>& x,
                                  const std::vector<int>& group_col, int t_col, int mem_col,
-                                 int total_col, int ncols, const std::vector<int>& choice) {
+                                 int total_col, int ncols, const std::vector<int>& choice,
+                                 const ModelCost& cost, double live_peak) {
   std::vector<double> v(ncols, 0.0);
-  double compute = 0, memory = 0, fixed = 0;
-  for (size_t k = 0; k < g.classes.size(); ++k) {
-    const int s = choice[k];
-    v[x[k][s]] = 1;
-    compute += c.compute[k][s];
-    memory += c.memory[k][s];
-    fixed += c.fixed_bytes[k][s];
-  }
-  const double other = LivePeak(c, choice);
+  for (size_t k = 0; k < g.classes.size(); ++k) v[x[k][choice[k]]] = 1;
   for (size_t i = 0; i < c.groups.size(); ++i) {
     const EdgeGroup& eg = c.groups[i];
     v[group_col[i] + eg.a_of[choice[eg.from_cls]] * eg.nb + eg.b_of[choice[eg.to_cls]]] = 1;
   }
-  v[t_col] = std::max(compute, memory) * kTimeScale;
-  if (mem_col >= 0) v[mem_col] = other * kByteScale;
-  if (total_col >= 0) v[total_col] = (fixed + other) * kByteScale;
+  v[t_col] = std::max(cost.compute_seconds, cost.memory_seconds) * kTimeScale;
+  if (mem_col >= 0) v[mem_col] = live_peak * kByteScale;
+  if (total_col >= 0) v[total_col] = cost.memory_bytes * kByteScale;
   return v;
 }
 
@@ -450,22 +467,32 @@ const char* IlpStatusName(IlpStatus s) {
   return "?";
 }
 
-ModelCost CostOfChoice(const StrategyGraph& graph, const MachineModel& machine,
-                       const std::vector<int>& choice) {
-  return Evaluate(graph, Prepare(graph, machine), choice);
-}
-
-std::function<ModelCost(const std::vector<int>&)> ChoiceCoster(const StrategyGraph& graph,
-                                                               const MachineModel& machine) {
-  auto c = std::make_shared<const Coefficients>(Prepare(graph, machine));
-  return [&graph, c](const std::vector<int>& choice) { return Evaluate(graph, *c, choice); };
-}
-
-IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine,
-                             const IlpOptions& options) {
+StrategyIlp::StrategyIlp(const StrategyGraph& graph, const MachineModel& machine)
+    : graph_(graph) {
   const auto t0 = std::chrono::steady_clock::now();
+  coefficients_ = std::make_unique<const IlpCoefficients>(Prepare(graph, machine));
+  prepare_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+StrategyIlp::~StrategyIlp() = default;
+
+ModelCost StrategyIlp::Cost(const std::vector<int>& choice) const {
+  return Evaluate(graph_, *coefficients_, choice);
+}
+
+IlpResult SolveStrategyGraph(const StrategyGraph& graph, const MachineModel& machine,
+                             const IlpOptions& options) {
+  const StrategyIlp ilp(graph, machine);
+  IlpResult r = ilp.Solve(options);
+  r.seconds += ilp.prepare_seconds();
+  return r;
+}
+
+IlpResult StrategyIlp::Solve(const IlpOptions& options) const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const StrategyGraph& g = graph_;
+  const IlpCoefficients& c = *coefficients_;
   IlpResult r;
-  const Coefficients c = Prepare(g, machine);
   const size_t nc = g.classes.size();
   const bool memory = options.memory_limit_bytes > 0 || options.minimize_memory;
   const double time_weight = options.minimize_memory ? 0.0 : kTimeScale;
@@ -628,12 +655,14 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
   // limit at most). It may already meet the bound; else it is CBC's first
   // incumbent and the answer if CBC finds nothing better in time.
   std::vector<int> warm;
-  double warm_objective = 0;
+  ModelCost warm_cost;
+  double warm_live_peak = 0, warm_objective = 0;
   if (search && options.warm_start) {
     warm = RoundAndImprove(g, c, x, sol, static_cast<double>(options.memory_limit_bytes),
                            options.minimize_memory, 0.1 * deadline);
     if (!warm.empty()) {
-      warm_objective = scaled(Evaluate(g, c, warm));
+      warm_cost = Evaluate(g, c, warm, &warm_live_peak);
+      warm_objective = scaled(warm_cost);
       r.warm_start_seconds =
           warm_objective / (options.minimize_memory ? kByteScale : kTimeScale);
     }
@@ -669,8 +698,8 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
     mip.setMaximumSeconds(std::max(1.0, deadline - elapsed()));
     mip.setAllowableFractionGap(1e-6);
     if (!warm.empty()) {
-      const std::vector<double> full =
-          FullSolution(g, c, x, group_col, t_col, mem_col, total_col, ncols, warm);
+      const std::vector<double> full = FullSolution(g, c, x, group_col, t_col, mem_col, total_col,
+                                                    ncols, warm, warm_cost, warm_live_peak);
       mip.setBestSolution(full.data(), ncols, warm_objective, true);
     }
     // A diving heuristic: on examples/gpt2 (data=2,model=4, 9MiB, 10 s)
@@ -687,10 +716,14 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
     // CBC's objective of its incumbent is not kept when the incumbent came
     // from setBestSolution or a heuristic's sub-problem (getObjValue says
     // 1e50): price its choice instead.
+    std::vector<int> cbc_choice;
+    ModelCost cbc_cost;
     double cbc_objective = 0;
     if (best != nullptr) {
       sol.assign(best, best + ncols);
-      cbc_objective = scaled(Evaluate(g, c, LargestX(g, x, sol)));
+      cbc_choice = LargestX(g, x, sol);
+      cbc_cost = Evaluate(g, c, cbc_choice);
+      cbc_objective = scaled(cbc_cost);
     }
     const bool better =
         best != nullptr && (warm.empty() || cbc_objective < warm_objective * (1 - 1e-9));
@@ -699,6 +732,8 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
       r.status = IlpStatus::kInfeasible;
     } else if (better) {
       r.status = proven ? IlpStatus::kOptimal : IlpStatus::kTimeLimit;
+      r.choice = std::move(cbc_choice);
+      r.cost = cbc_cost;
       objective = cbc_objective;
       bound = std::min(objective, cbc_bound);
     } else if (!warm.empty()) {
@@ -709,11 +744,12 @@ IlpResult SolveStrategyGraph(const StrategyGraph& g, const MachineModel& machine
   }
   if (r.from_warm_start) {
     r.choice = warm;
-  } else if (!sol.empty()) {
+    r.cost = warm_cost;
+  } else if (r.choice.empty() && !sol.empty()) {  // the LP's optimum
     r.choice = LargestX(g, x, sol);
+    r.cost = Evaluate(g, c, r.choice);
   }
   if (!r.choice.empty()) {
-    r.cost = Evaluate(g, c, r.choice);
     const double scale = options.minimize_memory ? 1.0 / kByteScale : 1.0 / kTimeScale;
     if (options.relax) {
       r.objective_seconds = objective * scale;

@@ -25,7 +25,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -66,7 +65,7 @@ struct IlpResult {
   double bound_seconds = 0;         // CBC's best bound / the LP optimum
   double gap = 0;                   // (objective - bound) / objective
   ModelCost cost;                   // of `choice`
-  double seconds = 0;               // building and solving
+  double seconds = 0;               // building the model and solving
   int64_t strategy_variables = 0;
   int64_t edge_variables = 0;
   int64_t edge_groups = 0;          // merged edges with variables
@@ -79,15 +78,34 @@ struct IlpResult {
   bool from_warm_start = false;
 };
 
+struct IlpCoefficients;
+
+// The ILP of one strategy graph with its coefficients (edge reshard prices,
+// live-set bytes) computed once: the planner prices a choice and solves
+// several times (each re-solve under a tighter cap) on one graph. `graph`
+// must outlive it.
+class StrategyIlp {
+ public:
+  StrategyIlp(const StrategyGraph& graph, const MachineModel& machine);
+  ~StrategyIlp();
+  StrategyIlp(const StrategyIlp&) = delete;
+  StrategyIlp& operator=(const StrategyIlp&) = delete;
+
+  // The ILP's cost of `choice` (one strategy per class), computed directly.
+  ModelCost Cost(const std::vector<int>& choice) const;
+  // IlpResult::seconds counts building this solve's model and solving it.
+  IlpResult Solve(const IlpOptions& options) const;
+  // Computing the coefficients, in the constructor.
+  double prepare_seconds() const { return prepare_seconds_; }
+
+ private:
+  const StrategyGraph& graph_;
+  std::unique_ptr<const IlpCoefficients> coefficients_;
+  double prepare_seconds_ = 0;
+};
+
+// One solve on a graph prepared for it (its seconds count the preparing).
 IlpResult SolveStrategyGraph(const StrategyGraph& graph, const MachineModel& machine,
                              const IlpOptions& options);
-
-// The ILP's cost of `choice` (one strategy per class), computed directly.
-ModelCost CostOfChoice(const StrategyGraph& graph, const MachineModel& machine,
-                       const std::vector<int>& choice);
-// The same for many choices: the coefficients are prepared once (`graph`
-// must outlive the function).
-std::function<ModelCost(const std::vector<int>&)> ChoiceCoster(const StrategyGraph& graph,
-                                                               const MachineModel& machine);
 
 }  // namespace meshsplit::autoshard

@@ -123,13 +123,15 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   r.classes = static_cast<int64_t>(g.classes.size());
   r.strategies = g.strategies;
   r.edges = static_cast<int64_t>(g.edges.size());
+  const StrategyIlp program(g, machine);
+  r.prepare_seconds = program.prepare_seconds();
   {
     // Strategy 0 of an op is its replicated one (no axis on any factor).
     std::vector<int> initial(g.classes.size(), 0);
     for (size_t k = 0; k < g.classes.size(); ++k)
       if (g.classes[k].decision_group >= 0)
         initial[k] = space_.groups[g.classes[k].decision_group].initial;
-    r.initial_estimate = CostOfChoice(g, machine, initial);
+    r.initial_estimate = program.Cost(initial);
   }
   IlpOptions ilp;
   ilp.relax = options.relax;
@@ -155,7 +157,7 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
   for (int solve = 0; solve < max_solves; ++solve) {
     if (solve > 0 && remaining() < 1.0) break;  // keep the last plan
     ilp.time_limit_seconds = std::max(1.0, remaining());
-    IlpResult sol = SolveStrategyGraph(g, machine, ilp);
+    IlpResult sol = program.Solve(ilp);
     ++r.solves;
     if (sol.status == IlpStatus::kInfeasible && solve == 0) {
       // Report the plan of least estimated memory instead.
@@ -163,7 +165,7 @@ StatusOr<ExactResult> Planner::SolveExact(const ExactOptions& options) const {
       least.time_limit_seconds = std::max(1.0, remaining());
       least.memory_limit_bytes = 0;
       least.minimize_memory = true;
-      r.ilp = SolveStrategyGraph(g, machine, least);
+      r.ilp = program.Solve(least);
       ++r.solves;
       r.infeasible = true;
       if (r.ilp.choice.empty())

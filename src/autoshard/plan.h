@@ -67,6 +67,9 @@ struct ExactResult {
   // plan of least estimated memory.
   bool infeasible = false;
   double build_seconds = 0;  // graph construction
+  // The ILP's coefficients (reshard prices, live-set bytes), once for every
+  // solve.
+  double prepare_seconds = 0;
   // The ILP's estimate of the initial plan (decided tensors as the input has
   // them, every op replicated), to set beside its evaluated cost.
   ModelCost initial_estimate;

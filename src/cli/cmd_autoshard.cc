@@ -237,7 +237,8 @@ nlohmann::ordered_json SolverJson(const std::string& name, const autoshard::Exac
                 {"followers_merged", x.followers}, {"free_sources", x.free_sources},
                 {"opaque", x.opaque}, {"classes", x.classes},
                 {"strategies", x.strategies}, {"edges", x.edges},
-                {"build_seconds", x.build_seconds}};
+                {"build_seconds", x.build_seconds},
+                {"ilp_prepare_seconds", x.prepare_seconds}};
   j["ilp"] = IlpJson(x.ilp);
   j["initial_estimate_seconds"] = x.initial_estimate.time_seconds;
   j["solves"] = x.solves;
@@ -253,10 +254,11 @@ void PrintExact(std::ostream& os, const std::string& name, const autoshard::Exac
   std::snprintf(buf, sizeof(buf),
                 "graph: %lld nodes of %lld instructions (%lld followers merged, %lld free "
                 "sources, %lld opaque), %lld classes, %lld strategies, %lld edges, built in "
-                "%.2f s\n",
+                "%.2f s, ILP coefficients in %.2f s\n",
                 (long long)x.nodes, (long long)x.instructions, (long long)x.followers,
                 (long long)x.free_sources, (long long)x.opaque, (long long)x.classes,
-                (long long)x.strategies, (long long)x.edges, x.build_seconds);
+                (long long)x.strategies, (long long)x.edges, x.build_seconds,
+                x.prepare_seconds);
   os << buf;
   // Under an infeasible cap the ILP reported minimised the memory estimate:
   // its objective and bound are bytes.

@@ -64,10 +64,10 @@ int64_t Count(const Evaluation& e, const std::string& kind) {
 double BruteForceMinimum(const StrategyGraph& g, const MachineModel& m, double cap_bytes = 0) {
   std::vector<int> choice(g.classes.size(), 0);
   double best = 1e30;
-  auto cost = ChoiceCoster(g, m);
+  const StrategyIlp ilp(g, m);
   std::function<void(size_t)> rec = [&](size_t k) {
     if (k == choice.size()) {
-      const ModelCost c = cost(choice);
+      const ModelCost c = ilp.Cost(choice);
       if (cap_bytes == 0 || c.memory_bytes <= cap_bytes) best = std::min(best, c.time_seconds);
       return;
     }
@@ -198,7 +198,8 @@ TEST(AutoshardIlp, OptimumEqualsEnumerationAndLpBoundsIt) {
 // from the warm start (the LP optimum rounded and improved) or without one:
 // both reach the enumerated optimum under the same cap, and the warm start
 // is never below it. At least some of these caps must make the LP
-// fractional, or this test would not reach CBC at all.
+// fractional, or this test would not reach CBC at all. Every solve on one
+// graph uses one prepared ILP, as the planner's re-solves do.
 TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
   int fractional = 0, answered_by_warm_start = 0;
   for (const char* file : {"mlp_batch.hlo", "mlp_megatron.hlo"}) {
@@ -207,6 +208,7 @@ TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
       auto planner = MakePlanner(*module, mesh);
       auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
       ASSERT_TRUE(g.ok());
+      const StrategyIlp program(*g, MachineModel{});
       for (int64_t cap : {2500000, 3000000, 3500000, 4500000, 5000000, 9000000, 16000000}) {
         SCOPED_TRACE(std::string(file) + " on " + mesh + " under " + std::to_string(cap));
         const double optimum = BruteForceMinimum(*g, MachineModel{}, static_cast<double>(cap));
@@ -214,7 +216,7 @@ TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
           IlpOptions o;
           o.memory_limit_bytes = cap;
           o.warm_start = warm;
-          IlpResult ilp = SolveStrategyGraph(*g, MachineModel{}, o);
+          IlpResult ilp = program.Solve(o);
           if (optimum == 1e30) {
             EXPECT_EQ(ilp.status, IlpStatus::kInfeasible);
             continue;
@@ -222,6 +224,8 @@ TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
           ASSERT_EQ(ilp.status, IlpStatus::kOptimal) << IlpStatusName(ilp.status);
           EXPECT_NEAR(ilp.objective_seconds, optimum, 1e-12);
           EXPECT_LE(ilp.cost.memory_bytes, static_cast<double>(cap));
+          EXPECT_EQ(ilp.cost.time_seconds, program.Cost(ilp.choice).time_seconds);
+          EXPECT_EQ(ilp.cost.memory_bytes, program.Cost(ilp.choice).memory_bytes);
           if (!ilp.lp_integral) fractional += warm;
           if (warm && ilp.warm_start_seconds > 0)
             EXPECT_GE(ilp.warm_start_seconds, optimum - 1e-12);
