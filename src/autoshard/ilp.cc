@@ -139,6 +139,14 @@ IlpCoefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
     for (int cls : row.cls) entry_of[cls] = -1;
     if (!row.cls.empty()) c.live_rows.push_back(std::move(row));
   }
+  // Each distinct move priced once: it runs the partitioner's Reshard, and
+  // linked layers repeat the same moves.
+  std::map<std::tuple<std::string, DimsMapping, DimsMapping>, double> reshard_cache;
+  auto reshard_seconds = [&](const Shape& shape, const DimsMapping& from, const DimsMapping& to) {
+    auto [it, inserted] = reshard_cache.try_emplace({shape.ToString(), from, to}, 0.0);
+    if (inserted) it->second = EstimateReshardSeconds(shape, from, to, *g.mesh, machine);
+    return it->second;
+  };
   std::map<std::tuple<int, int, std::vector<int>, std::vector<int>>, size_t> group_of;
   for (const GraphEdge& e : g.edges) {
     const GraphNode& p = g.nodes[e.from];
@@ -158,7 +166,7 @@ IlpCoefficients Prepare(const StrategyGraph& g, const MachineModel& machine) {
     bool any = false;
     for (size_t a = 0; a < A.size(); ++a)
       for (size_t b = 0; b < B.size(); ++b) {
-        const double v = EstimateReshardSeconds(shape, A[a], B[b], *g.mesh, machine);
+        const double v = reshard_seconds(shape, A[a], B[b]);
         cost[a * B.size() + b] = v;
         any = any || v > 0;
       }

@@ -12,6 +12,7 @@
 #include "import/shard_spec.h"
 #include "ir/computation.h"
 #include "ir/instruction.h"
+#include "partitioner/reshard.h"
 #include "rules/op_rules.h"
 #include "support/small_helpers.h"
 
@@ -622,38 +623,17 @@ int64_t LocalBytes(const Shape& shape, const DimsMapping& mapping, const Mesh& m
 double EstimateReshardSeconds(const Shape& shape, const DimsMapping& from,
                               const DimsMapping& to, const Mesh& mesh,
                               const MachineModel& machine) {
-  if (!shape.IsArray() || shape.rank() == 0) return 0;
-  auto dim_of = [](const DimsMapping& m, int64_t axis) -> int64_t {
-    for (size_t d = 0; d < m.size(); ++d)
-      if (std::find(m[d].begin(), m[d].end(), axis) != m[d].end()) return static_cast<int64_t>(d);
-    return -1;
+  if (!shape.IsArray() || shape.rank() == 0 || from == to) return 0;
+  auto sharding = [&](DimsMapping m) {
+    m.resize(shape.rank());
+    return TileOverMeshAxes(mesh.devices(), m);
   };
-  std::vector<int64_t> gathered, moved;
-  DimsMapping kept = from;
-  kept.resize(shape.rank());
-  for (int64_t a = 0; a < mesh.num_axes(); ++a) {
-    const int64_t f = dim_of(from, a), t = dim_of(to, a);
-    if (f < 0) continue;  // absent, or a local slice
-    if (t < 0) {
-      gathered.push_back(a);
-      auto& axes = kept[f];
-      axes.erase(std::find(axes.begin(), axes.end(), a));
-    } else if (t != f) {
-      moved.push_back(a);
-    }
-  }
+  const spmd::ReshardPlan plan =
+      spmd::PlanReshard(shape, sharding(from), sharding(to), mesh.num_devices(), &mesh);
+  if (!plan.possible) return kNoReshardPath;
   double seconds = 0;
-  const double local = static_cast<double>(LocalBytes(shape, from, mesh));
-  if (!moved.empty()) {
-    const double n = static_cast<double>(AxisProduct(moved, mesh));
-    seconds += machine.CollectiveSeconds("all-to-all", AxesName(moved, mesh), (n - 1) / n * local);
-  }
-  if (!gathered.empty()) {
-    const double n = static_cast<double>(AxisProduct(gathered, mesh));
-    const double result = static_cast<double>(LocalBytes(shape, kept, mesh));
-    seconds +=
-        machine.CollectiveSeconds("all-gather", AxesName(gathered, mesh), (n - 1) / n * result);
-  }
+  for (const CollectiveCost& c : plan.collectives)
+    seconds += machine.CollectiveSeconds(c.kind, c.mesh_axes, c.wire_bytes);
   return seconds;
 }
 

@@ -119,14 +119,13 @@ StatusOr<StrategyGraph> BuildStrategyGraph(const Module& module, const DecisionS
 // Local bytes of a value of `shape` laid out by `mapping` on `mesh`.
 int64_t LocalBytes(const Shape& shape, const DimsMapping& mapping, const Mesh& mesh);
 
-// Estimated seconds to move a value of `shape` from `from` to `to`, per mesh
-// axis: an axis that stays on its dim costs nothing, one that appears only
-// in `to` is a local slice (free), one that leaves is an all-gather, one that
-// moves to another dim is an all-to-all; the gathered axes make one
-// all-gather and the moved ones one all-to-all, each costed as the cost
-// model costs it (ring wire bytes) and the objective prices it
-// (MachineModel::CollectiveSeconds: link bandwidth and latency, or a
-// calibrated profile's rate for that kind and those axes).
+// Estimated seconds to move a value of `shape` from `from` to `to`: the
+// collectives the partitioner's Reshard emits for that move (PlanReshard,
+// the one reshard the program will run), each priced as the objective
+// prices it (MachineModel::CollectiveSeconds: link bandwidth and latency, or
+// a calibrated profile's rate for its kind and mesh axes). A move by local
+// slices costs nothing; a move Reshard cannot make costs kNoReshardPath.
+constexpr double kNoReshardPath = 1.0;
 double EstimateReshardSeconds(const Shape& shape, const DimsMapping& from,
                               const DimsMapping& to, const Mesh& mesh,
                               const MachineModel& machine);

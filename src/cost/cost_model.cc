@@ -446,50 +446,8 @@ class CostWalker {
 
  private:
   CollectiveCost Collective(const Instruction& i, const Computation* comp) {
-    CollectiveCost c;
-    c.instr = &i;
-    const Opcode sync = SyncCollectiveOf(i.opcode());  // a start as its sync op
-    c.kind = std::string(OpcodeName(sync));
-    c.instruction = i.name();
+    CollectiveCost c = CostOfCollective(i, module_.num_partitions(), options_.mesh);
     c.computation = comp->name();
-    for (const Instruction* o : i.operands()) c.operand_bytes += o->shape().ByteSize();
-    c.result_bytes = DeclaredStartResult(i).ByteSize();
-    std::vector<int64_t> first_group;
-    if (sync == Opcode::kCollectivePermute) {
-      c.group_size = static_cast<int64_t>(i.attrs().source_target_pairs.size());
-      if (options_.mesh && options_.mesh->num_devices() == module_.num_partitions())
-        c.mesh_axes = MeshAxesOfPairs(*options_.mesh, i.attrs().source_target_pairs);
-    } else {
-      const auto& rg = i.attrs().replica_groups;
-      if (!rg || rg->empty()) {
-        c.group_size = module_.num_partitions();
-        // The group only names mesh axes; bounded as the iota case below.
-        if (options_.mesh && c.group_size <= (int64_t{1} << 16))
-          for (int64_t d = 0; d < c.group_size; ++d) first_group.push_back(d);
-      } else if (rg->is_iota) {
-        c.group_size = rg->group_dims.size() == 2 ? rg->group_dims[1] : 1;
-        // Expand() is O(devices): past 2^16 devices the collective is costed
-        // without naming its mesh axes (a mesh axis mutated to 2^40 made the
-        // expansion throw std::bad_alloc).
-        int64_t devices = 1;
-        bool small = true;
-        for (int64_t d : rg->reshape_dims)
-          small = small && !__builtin_mul_overflow(devices, d, &devices) &&
-                  devices <= (int64_t{1} << 16);
-        if (options_.mesh && small) {
-          auto all = rg->Expand();
-          if (!all.empty()) first_group = all[0];
-        }
-      } else {
-        c.group_size = static_cast<int64_t>(rg->groups[0].size());
-        first_group = rg->groups[0];
-      }
-    }
-    c.wire_bytes = CollectiveWireBytes(sync, c.group_size, static_cast<double>(c.operand_bytes),
-                                       static_cast<double>(c.result_bytes));
-    if (options_.mesh && options_.mesh->num_devices() == module_.num_partitions() &&
-        !first_group.empty())
-      c.mesh_axes = MeshAxesOfGroup(*options_.mesh, first_group);
     return c;
   }
 
@@ -512,6 +470,52 @@ double CollectiveWireBytes(Opcode op, int64_t group_size, double operand_bytes,
     case Opcode::kAllToAll: return (n - 1) / n * operand_bytes;
     default: return operand_bytes;
   }
+}
+
+CollectiveCost CostOfCollective(const Instruction& i, int64_t num_partitions, const Mesh* mesh) {
+  CollectiveCost c;
+  c.instr = &i;
+  const Opcode sync = SyncCollectiveOf(i.opcode());  // a start as its sync op
+  c.kind = std::string(OpcodeName(sync));
+  c.instruction = i.name();
+  for (const Instruction* o : i.operands()) c.operand_bytes += o->shape().ByteSize();
+  c.result_bytes = DeclaredStartResult(i).ByteSize();
+  std::vector<int64_t> first_group;
+  if (sync == Opcode::kCollectivePermute) {
+    c.group_size = static_cast<int64_t>(i.attrs().source_target_pairs.size());
+    if (mesh && mesh->num_devices() == num_partitions)
+      c.mesh_axes = MeshAxesOfPairs(*mesh, i.attrs().source_target_pairs);
+  } else {
+    const auto& rg = i.attrs().replica_groups;
+    if (!rg || rg->empty()) {
+      c.group_size = num_partitions;
+      // The group only names mesh axes; bounded as the iota case below.
+      if (mesh && c.group_size <= (int64_t{1} << 16))
+        for (int64_t d = 0; d < c.group_size; ++d) first_group.push_back(d);
+    } else if (rg->is_iota) {
+      c.group_size = rg->group_dims.size() == 2 ? rg->group_dims[1] : 1;
+      // Expand() is O(devices): past 2^16 devices the collective is costed
+      // without naming its mesh axes (a mesh axis mutated to 2^40 made the
+      // expansion throw std::bad_alloc).
+      int64_t devices = 1;
+      bool small = true;
+      for (int64_t d : rg->reshape_dims)
+        small = small && !__builtin_mul_overflow(devices, d, &devices) &&
+                devices <= (int64_t{1} << 16);
+      if (mesh && small) {
+        auto all = rg->Expand();
+        if (!all.empty()) first_group = all[0];
+      }
+    } else {
+      c.group_size = static_cast<int64_t>(rg->groups[0].size());
+      first_group = rg->groups[0];
+    }
+  }
+  c.wire_bytes = CollectiveWireBytes(sync, c.group_size, static_cast<double>(c.operand_bytes),
+                                     static_cast<double>(c.result_bytes));
+  if (mesh && mesh->num_devices() == num_partitions && !first_group.empty())
+    c.mesh_axes = MeshAxesOfGroup(*mesh, first_group);
+  return c;
 }
 
 ModuleCost ComputeModuleCost(const Module& module, const CostOptions& options) {

@@ -95,6 +95,11 @@ std::string MeshAxesOfGroup(const Mesh& mesh, const std::vector<int64_t>& group)
 std::string MeshAxesOfPairs(const Mesh& mesh,
                             const std::vector<std::pair<int64_t, int64_t>>& pairs);
 
+// One collective instruction as the cost model counts it in a program of
+// `num_partitions` partitions (one execution; `computation` left empty), its
+// mesh axes named when `mesh` has num_partitions devices.
+CollectiveCost CostOfCollective(const Instruction& i, int64_t num_partitions, const Mesh* mesh);
+
 ModuleCost ComputeModuleCost(const Module& module, const CostOptions& options = {});
 
 // When each buffer of a computation is live, in positions of its

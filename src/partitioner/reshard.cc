@@ -552,9 +552,10 @@ int64_t GroupSize(const Instruction& c, int64_t num_partitions) {
 
 }  // namespace
 
-double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding& to,
-                       int64_t num_partitions) {
-  if (from == to) return 0;
+ReshardPlan PlanReshard(const Shape& shape, const Sharding& from, const Sharding& to,
+                        int64_t num_partitions, const Mesh* mesh) {
+  ReshardPlan plan;
+  if (from == to) return plan;
   ScopedReshardEstimate estimating;
   Module scratch("reshard_estimate");
   scratch.set_num_partitions(num_partitions);
@@ -567,27 +568,35 @@ double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding&
   state.module = &scratch;
   SpmdBuilder b(&state, comp);
   const PartitionedValue moved = Reshard(b, {value, shape, from}, to);
-  if (!state.error.ok()) return std::numeric_limits<double>::infinity();
-  double elements = 0;
-  bool emitted = false;
+  if (!state.error.ok()) {
+    plan.possible = false;
+    return plan;
+  }
+  if (moved.hlo->shape().IsArray()) plan.result_elements = moved.hlo->shape().ElementCount();
   for (const auto& instr : comp->instructions()) {
     if (instr.get() == value) continue;
-    emitted = true;
+    plan.emitted = true;
     const Opcode op = SyncCollectiveOf(instr->opcode());
     if (op != Opcode::kAllReduce && op != Opcode::kAllGather && op != Opcode::kReduceScatter &&
         op != Opcode::kAllToAll && op != Opcode::kCollectivePermute)
       continue;
+    CollectiveCost c = CostOfCollective(*instr, num_partitions, mesh);
+    c.instr = nullptr;  // the scratch program goes
     const double element_bytes = static_cast<double>(
         std::max<int64_t>(1, ByteWidth(instr->shape().element_type())));
-    double operand_bytes = 0;
-    for (const Instruction* o : instr->operands()) operand_bytes += o->shape().ByteSize();
-    elements += CollectiveWireBytes(op, GroupSize(*instr, num_partitions), operand_bytes,
-                                    static_cast<double>(instr->shape().ByteSize())) /
-                element_bytes;
+    plan.wire_elements += c.wire_bytes / element_bytes;
+    plan.collectives.push_back(std::move(c));
   }
-  if (elements == 0 && emitted && moved.hlo->shape().IsArray())
-    elements = 1e-3 * static_cast<double>(moved.hlo->shape().ElementCount());
-  return elements;
+  return plan;
+}
+
+double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding& to,
+                       int64_t num_partitions) {
+  const ReshardPlan plan = PlanReshard(shape, from, to, num_partitions);
+  if (!plan.possible) return std::numeric_limits<double>::infinity();
+  if (plan.wire_elements == 0 && plan.emitted)
+    return 1e-3 * static_cast<double>(plan.result_elements);
+  return plan.wire_elements;
 }
 
 }  // namespace meshsplit::spmd

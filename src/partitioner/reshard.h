@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "cost/cost_model.h"
 #include "ir/instruction.h"
 #include "partitioner/spmd_builder.h"
 #include "sharding/sharding.h"
@@ -48,6 +49,20 @@ PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
 // The one reshard cost the handlers weigh their candidate layouts with.
 double EstimateReshard(const Shape& shape, const Sharding& from, const Sharding& to,
                        int64_t num_partitions);
+
+// The collectives behind EstimateReshard, for planners that price each one
+// (latency, per-axis rates): what Reshard emits for the move, run the same
+// way, each as the cost model counts it (CostOfCollective; instr cleared),
+// their mesh axes named when `mesh` is given and has num_partitions devices.
+struct ReshardPlan {
+  bool possible = true;   // Reshard found a path
+  bool emitted = false;   // any instruction (a slice alone is a local move)
+  std::vector<CollectiveCost> collectives;
+  double wire_elements = 0;     // summed over the collectives
+  int64_t result_elements = 0;  // of the moved value, per partition
+};
+ReshardPlan PlanReshard(const Shape& shape, const Sharding& from, const Sharding& to,
+                        int64_t num_partitions, const Mesh* mesh = nullptr);
 
 // This partition's offset along data dim `dim` of a value of `global_dims`
 // tiled by `s`, as an s32 scalar (0 when the dim is not tiled).
