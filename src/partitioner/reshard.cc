@@ -537,21 +537,6 @@ PartitionedValue Reshard(SpmdBuilder& b, const PartitionedValue& value,
   return ReshardArray(b, v, dst);
 }
 
-namespace {
-
-// Devices in each replica group of collective `c` (collective-permute: its
-// pairs), as the cost model counts them.
-int64_t GroupSize(const Instruction& c, int64_t num_partitions) {
-  if (c.opcode() == Opcode::kCollectivePermute)
-    return static_cast<int64_t>(c.attrs().source_target_pairs.size());
-  const auto& rg = c.attrs().replica_groups;
-  if (!rg || rg->empty()) return num_partitions;
-  if (rg->is_iota) return rg->group_dims.size() == 2 ? rg->group_dims[1] : 1;
-  return static_cast<int64_t>(rg->groups[0].size());
-}
-
-}  // namespace
-
 ReshardPlan PlanReshard(const Shape& shape, const Sharding& from, const Sharding& to,
                         int64_t num_partitions, const Mesh* mesh) {
   ReshardPlan plan;
