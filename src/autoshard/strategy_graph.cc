@@ -229,6 +229,12 @@ class Builder {
         ++graph_.free_sources;
         continue;
       }
+      // A tuple only get-tuple-elements read is no value of its own: each
+      // element keeps its producer's sharding through it (the partitioner
+      // passes tuples through as views), so it is no node, and the reads
+      // follow the elements.
+      if (op == Opcode::kTuple && OnlyElementsRead(*instr, *entry)) continue;
+      if (TryForwardElement(instr)) continue;
       charge_.assign(instr->operand_count(), false);
       for (int k = 0; k < instr->operand_count(); ++k)
         if (free_bytes_.count(instr->operand(k)) && charged_.insert(instr->operand(k)).second)
@@ -293,6 +299,31 @@ class Builder {
     if (real < 0) return false;
     const Instruction* p = instr->operand(real);
     if (p->shape().dimensions() != instr->shape().dimensions()) return false;
+    return AddFollower(instr, p);
+  }
+
+  bool OnlyElementsRead(const Instruction& tuple, const Computation& entry) const {
+    if (&tuple == entry.root() || tuple.users().empty()) return false;
+    for (const Instruction* user : tuple.users())
+      if (user->opcode() != Opcode::kGetTupleElement) return false;
+    return true;
+  }
+
+  // A get-tuple-element of such a tuple follows the element's producer.
+  bool TryForwardElement(const Instruction* instr) {
+    if (instr->opcode() != Opcode::kGetTupleElement || !instr->shape().IsArray()) return false;
+    const Instruction* tuple = instr->operand(0);
+    if (tuple->opcode() != Opcode::kTuple || graph_.node_of.count(tuple)) return false;
+    const int64_t index = instr->attrs().tuple_index;
+    if (index < 0 || index >= tuple->operand_count()) return false;
+    const Instruction* element = tuple->operand(index);
+    if (element->shape().dimensions() != instr->shape().dimensions()) return false;
+    return AddFollower(instr, element);
+  }
+
+  // `instr` joins the class of `p`'s node, with `p`'s result sharding for its
+  // result and its array operands (false when `p` has no node).
+  bool AddFollower(const Instruction* instr, const Instruction* p) {
     auto it = graph_.node_of.find(p);
     if (it == graph_.node_of.end()) return false;
     const GraphNode& producer = graph_.nodes[it->second];

@@ -10,7 +10,9 @@
 //
 // Shrinking, so that a 24-layer training step stays small:
 // - followers (elementwise ops with one operand that is not a free source,
-//   convert, copy) join their producer: same strategy variable, no edge;
+//   convert, copy) join their producer: same strategy variable, no edge; so
+//   does a get-tuple-element of a tuple that only get-tuple-elements read
+//   (batch-norm expansion makes them), which is itself no node;
 // - free sources (broadcasts of scalars, iota, small constants, and
 //   elementwise ops of those) are no nodes: they are built in whatever
 //   sharding their consumer reads, costed at the consumer;

@@ -163,6 +163,48 @@ ENTRY e {
   EXPECT_NEAR(r->eval.time_seconds / r->ilp.objective_seconds, 1.0, 0.01);
 }
 
+// The same with a tuple between the dot and the reduce that only
+// get-tuple-elements read (as batch-norm expansion leaves them): the tuple
+// is no node and the element read follows the dot, so the batch split
+// passes through it. Were the tuple an opaque replicated node, the dot's
+// result would be gathered (63 us) and replication (22 us) would win.
+TEST(AutoshardIlp, TupleReadByElementsPassesShardingsThrough) {
+  auto module = Parse(R"(
+HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[4096,1024] parameter(0)
+  w = f32[1024,256] parameter(1)
+  d = f32[4096,256] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = (f32[4096,256], f32[1024,256]) tuple(d, w)
+  g = f32[4096,256] get-tuple-element(t), index=0
+  zero = f32[] constant(0)
+  ROOT loss = f32[] reduce(g, zero), dimensions={0,1}, to_apply=add
+})");
+  auto planner = MakePlanner(*module, "data=4");
+  auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_EQ(g->opaque, 0);
+  const Computation* entry = planner->module().entry();
+  const Instruction* tuple = entry->root()->operand(0)->operand(0);
+  ASSERT_EQ(tuple->opcode(), Opcode::kTuple);
+  EXPECT_EQ(g->node_of.count(tuple), 0u);
+  const GraphNode& element = g->nodes[g->node_of.at(entry->root()->operand(0))];
+  EXPECT_TRUE(element.follower);
+  EXPECT_EQ(element.cls, g->nodes[g->node_of.at(tuple->operand(0))].cls);
+  auto r = planner->SolveExact({});
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(Chosen(planner->space(), r->choice, "x"), "[data, _]");
+  ASSERT_TRUE(r->eval.ok) << r->eval.error;
+  EXPECT_EQ(r->eval.num_collectives, 1);
+  EXPECT_EQ(Count(r->eval, "all-reduce"), 1);
+  EXPECT_NEAR(r->eval.time_seconds / r->ilp.objective_seconds, 1.0, 0.01);
+}
+
 // The 2-layer MLP with large weights on model=4: Megatron (w1 on its output
 // features, w2 on its input features, x replicated, one all-reduce) is the
 // ILP's optimum, and it is the minimum over every choice of the graph.
