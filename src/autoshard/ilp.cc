@@ -720,7 +720,7 @@ IlpResult StrategyIlp::Solve(const IlpOptions& options) const {
     const double* best = mip.bestSolution();
     const double cbc_bound = std::max(bound, mip.getBestPossibleObjValue());
     const bool proven = mip.isProvenOptimal();
-    sol.clear();
+    sol.clear();  // the answer is CBC's incumbent or the warm start, not the LP
     // CBC's objective of its incumbent is not kept when the incumbent came
     // from setBestSolution or a heuristic's sub-problem (getObjValue says
     // 1e50): price its choice instead.
@@ -728,14 +728,12 @@ IlpResult StrategyIlp::Solve(const IlpOptions& options) const {
     ModelCost cbc_cost;
     double cbc_objective = 0;
     if (best != nullptr) {
-      sol.assign(best, best + ncols);
-      cbc_choice = LargestX(g, x, sol);
+      cbc_choice = LargestX(g, x, std::vector<double>(best, best + ncols));
       cbc_cost = Evaluate(g, c, cbc_choice);
       cbc_objective = scaled(cbc_cost);
     }
     const bool better =
         best != nullptr && (warm.empty() || cbc_objective < warm_objective * (1 - 1e-9));
-    if (!better) sol.clear();
     if (mip.isProvenInfeasible() && warm.empty()) {
       r.status = IlpStatus::kInfeasible;
     } else if (better) {
@@ -753,7 +751,7 @@ IlpResult StrategyIlp::Solve(const IlpOptions& options) const {
   if (r.from_warm_start) {
     r.choice = warm;
     r.cost = warm_cost;
-  } else if (r.choice.empty() && !sol.empty()) {  // the LP's optimum
+  } else if (!sol.empty()) {  // the LP's optimum
     r.choice = LargestX(g, x, sol);
     r.cost = Evaluate(g, c, r.choice);
   }
