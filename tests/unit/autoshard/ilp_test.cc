@@ -60,11 +60,11 @@ int64_t Count(const Evaluation& e, const std::string& kind) {
 }
 
 // The cheapest choice by enumerating all of them (small graphs only), of
-// those whose memory estimate is within `cap_bytes` if it is not 0.
-double BruteForceMinimum(const StrategyGraph& g, const MachineModel& m, double cap_bytes = 0) {
+// those whose memory estimate is within `cap_bytes` if it is not 0, priced
+// by `ilp` (prepared on `g`).
+double BruteForceMinimum(const StrategyGraph& g, const StrategyIlp& ilp, double cap_bytes = 0) {
   std::vector<int> choice(g.classes.size(), 0);
   double best = 1e30;
-  const StrategyIlp ilp(g, m);
   std::function<void(size_t)> rec = [&](size_t k) {
     if (k == choice.size()) {
       const ModelCost c = ilp.Cost(choice);
@@ -219,7 +219,8 @@ TEST(AutoshardIlp, MegatronIsTheOptimumOfTheMlp) {
   EXPECT_EQ(Chosen(planner->space(), r->choice, "x"), "[_, _]");
   auto g = BuildStrategyGraph(planner->module(), planner->space(), MachineModel{});
   ASSERT_TRUE(g.ok());
-  EXPECT_NEAR(r->ilp.objective_seconds, BruteForceMinimum(*g, MachineModel{}), 1e-12);
+  EXPECT_NEAR(r->ilp.objective_seconds,
+              BruteForceMinimum(*g, StrategyIlp(*g, MachineModel{})), 1e-12);
   ASSERT_TRUE(r->eval.ok) << r->eval.error;
   EXPECT_EQ(r->eval.num_collectives, 1);
   EXPECT_EQ(Count(r->eval, "all-reduce"), 1);
@@ -237,7 +238,8 @@ TEST(AutoshardIlp, OptimumEqualsEnumerationAndLpBoundsIt) {
       ASSERT_TRUE(g.ok());
       IlpResult ilp = SolveStrategyGraph(*g, MachineModel{}, {});
       ASSERT_EQ(ilp.status, IlpStatus::kOptimal);
-      EXPECT_NEAR(ilp.objective_seconds, BruteForceMinimum(*g, MachineModel{}), 1e-12);
+      EXPECT_NEAR(ilp.objective_seconds, BruteForceMinimum(*g, StrategyIlp(*g, MachineModel{})),
+                  1e-12);
       IlpOptions relax;
       relax.relax = true;
       IlpResult lp = SolveStrategyGraph(*g, MachineModel{}, relax);
@@ -264,7 +266,7 @@ TEST(AutoshardIlp, CappedOptimumEqualsEnumerationWithAndWithoutWarmStart) {
       const StrategyIlp program(*g, MachineModel{});
       for (int64_t cap : {2500000, 3000000, 3500000, 4500000, 5000000, 9000000, 16000000}) {
         SCOPED_TRACE(std::string(file) + " on " + mesh + " under " + std::to_string(cap));
-        const double optimum = BruteForceMinimum(*g, MachineModel{}, static_cast<double>(cap));
+        const double optimum = BruteForceMinimum(*g, program, static_cast<double>(cap));
         for (bool warm : {true, false}) {
           IlpOptions o;
           o.memory_limit_bytes = cap;
